@@ -1,0 +1,15 @@
+"""skgpstruct: sequence labelling with uncertainty and at scale.
+
+Scikit-learn compatible linear-chain models: ``GPStructTagger`` (a CRF whose
+unary potentials are Gaussian-process functions of the token features, learned
+by gray-box sparse variational inference) and ``RandomizedCRFTagger`` (a CRF
+trained with randomized dynamic programming for large label sets).
+
+The maths of linear chains lives in :mod:`skgpstruct.chain`, the data helpers
+in :mod:`skgpstruct.datasets`, :mod:`skgpstruct.features` and
+:mod:`skgpstruct.metrics`.
+"""
+
+__version__ = "0.1.0.dev0"
+
+__all__ = ["__version__"]

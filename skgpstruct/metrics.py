@@ -1,0 +1,320 @@
+"""Metrics for lists of label sequences.
+
+Every function takes ``y_true`` and ``y_pred`` as lists of sequences (one list
+or 1-D array of labels per sequence, as the estimators' ``predict`` returns)
+and checks that they line up sequence by sequence before flattening them, so
+that a misaligned prediction is an error, not a silently wrong score. The
+scorers at the bottom (``flat_accuracy``, ...) plug into
+``GridSearchCV(scoring=...)`` and ``cross_val_score``.
+"""
+
+from functools import wraps
+
+import numpy as np
+from sklearn import metrics as skm
+from sklearn.metrics import make_scorer
+
+__all__ = [
+    "flat_accuracy_score",
+    "token_error_rate",
+    "sequence_accuracy_score",
+    "flat_f1_score",
+    "flat_classification_report",
+    "chunk_f1_score",
+    "extract_chunks",
+    "flat_accuracy",
+    "token_error",
+    "sequence_accuracy",
+    "chunk_f1",
+    "SCORERS",
+]
+
+
+def _check_sequence_pairs(y_true, y_pred):
+    """Return y_true, y_pred as lists of 1-D arrays of matching lengths."""
+    if isinstance(y_true, str) or isinstance(y_pred, str):
+        raise TypeError("y_true and y_pred must be lists of label sequences.")
+    y_true = list(y_true)
+    y_pred = list(y_pred)
+    if len(y_true) != len(y_pred):
+        raise ValueError(
+            f"y_true has {len(y_true)} sequences but y_pred has {len(y_pred)}."
+        )
+    if len(y_true) == 0:
+        raise ValueError("y_true and y_pred are empty.")
+    out_true, out_pred = [], []
+    for i, (a, b) in enumerate(zip(y_true, y_pred)):
+        if isinstance(a, str) or isinstance(b, str):
+            raise TypeError(
+                f"Sequence {i} is a string; each sequence must be a list of "
+                "labels, one per token."
+            )
+        a = np.asarray(a)
+        b = np.asarray(b)
+        if a.ndim != 1 or b.ndim != 1:
+            raise ValueError(
+                f"Sequence {i} must be 1-D in both y_true and y_pred, got "
+                f"shapes {a.shape} and {b.shape}."
+            )
+        if a.shape[0] != b.shape[0]:
+            raise ValueError(
+                f"Sequence {i} has {a.shape[0]} labels in y_true but "
+                f"{b.shape[0]} in y_pred."
+            )
+        out_true.append(a)
+        out_pred.append(b)
+    return out_true, out_pred
+
+
+def _flatten(y_true, y_pred):
+    y_true, y_pred = _check_sequence_pairs(y_true, y_pred)
+    return np.concatenate(y_true), np.concatenate(y_pred)
+
+
+def _flattens_y(func):
+    """Decorate a flat sklearn metric so that it takes lists of sequences."""
+
+    @wraps(func)
+    def wrapper(y_true, y_pred, *args, **kwargs):
+        flat_true, flat_pred = _flatten(y_true, y_pred)
+        return func(flat_true, flat_pred, *args, **kwargs)
+
+    return wrapper
+
+
+@_flattens_y
+def flat_accuracy_score(y_true, y_pred, sample_weight=None):
+    """Token-level accuracy over all sequences.
+
+    Parameters
+    ----------
+    y_true : list of array-like of shape (T_n,)
+        Gold label sequences.
+    y_pred : list of array-like of shape (T_n,)
+        Predicted label sequences, aligned with ``y_true``.
+    sample_weight : array-like of shape (n_tokens,), default=None
+        Per-token weights on the flattened tokens.
+
+    Returns
+    -------
+    score : float
+        Fraction of tokens whose label is predicted correctly.
+
+    Examples
+    --------
+    >>> from skgpstruct.metrics import flat_accuracy_score
+    >>> flat_accuracy_score([["B", "I"], ["O"]], [["B", "O"], ["O"]])
+    0.666...
+    """
+    return float(skm.accuracy_score(y_true, y_pred, sample_weight=sample_weight))
+
+
+def token_error_rate(y_true, y_pred):
+    """Token error rate in percent: ``100 * (1 - flat accuracy)``.
+
+    This is the metric of the GPstruct papers' Table 1.
+
+    Parameters
+    ----------
+    y_true : list of array-like of shape (T_n,)
+        Gold label sequences.
+    y_pred : list of array-like of shape (T_n,)
+        Predicted label sequences.
+
+    Returns
+    -------
+    error : float
+        Percentage of mislabelled tokens.
+
+    Examples
+    --------
+    >>> from skgpstruct.metrics import token_error_rate
+    >>> token_error_rate([[0, 1, 1, 0]], [[0, 1, 0, 0]])
+    25.0
+    """
+    return 100.0 * (1.0 - flat_accuracy_score(y_true, y_pred))
+
+
+def sequence_accuracy_score(y_true, y_pred):
+    """Fraction of sequences whose every label is predicted correctly.
+
+    Parameters
+    ----------
+    y_true : list of array-like of shape (T_n,)
+        Gold label sequences.
+    y_pred : list of array-like of shape (T_n,)
+        Predicted label sequences.
+
+    Returns
+    -------
+    score : float
+
+    Examples
+    --------
+    >>> from skgpstruct.metrics import sequence_accuracy_score
+    >>> sequence_accuracy_score([["B", "I"], ["O"]], [["B", "O"], ["O"]])
+    0.5
+    """
+    y_true, y_pred = _check_sequence_pairs(y_true, y_pred)
+    return float(np.mean([np.array_equal(a, b) for a, b in zip(y_true, y_pred)]))
+
+
+@_flattens_y
+def flat_f1_score(y_true, y_pred, **kwargs):
+    """Token-level F1 score (keyword arguments as ``sklearn.metrics.f1_score``).
+
+    Parameters
+    ----------
+    y_true : list of array-like of shape (T_n,)
+        Gold label sequences.
+    y_pred : list of array-like of shape (T_n,)
+        Predicted label sequences.
+    **kwargs
+        ``average``, ``labels``, ... passed to :func:`sklearn.metrics.f1_score`.
+
+    Returns
+    -------
+    score : float or ndarray
+    """
+    return skm.f1_score(y_true, y_pred, **kwargs)
+
+
+@_flattens_y
+def flat_classification_report(y_true, y_pred, **kwargs):
+    """Per-label precision, recall and F1 over all tokens.
+
+    Parameters
+    ----------
+    y_true : list of array-like of shape (T_n,)
+        Gold label sequences.
+    y_pred : list of array-like of shape (T_n,)
+        Predicted label sequences.
+    **kwargs
+        Passed to :func:`sklearn.metrics.classification_report`
+        (``labels``, ``digits``, ``output_dict``, ``zero_division``, ...).
+
+    Returns
+    -------
+    report : str or dict
+    """
+    kwargs.setdefault("zero_division", 0)
+    return skm.classification_report(y_true, y_pred, **kwargs)
+
+
+def _split_tag(tag):
+    """Split a BIO/IOB tag into (prefix, type); plain tags give type ''."""
+    tag = str(tag)
+    if tag in ("O", "", "-1"):
+        return "O", ""
+    for sep in ("-", "_"):
+        if len(tag) > 2 and tag[1] == sep and tag[0] in "BIESO":
+            return tag[0], tag[2:]
+    if tag in ("B", "I", "E", "S"):
+        return tag, ""
+    # A tag without a chunk prefix (e.g. POS) is treated as its own chunk type.
+    return "B", tag
+
+
+def extract_chunks(tags):
+    """Chunks of a BIO / IOB1 / IOBES tag sequence, CoNLL-2000 style.
+
+    A chunk starts at a ``B`` tag, at an ``I`` tag whose type differs from the
+    previous tag's (IOB1, and CoNLL's ``conlleval`` treatment of ill-formed
+    BIO), or at an ``S`` tag, and ends before the next start or an ``O``.
+    Tags without a type (``B``, ``I``, ``O`` as in the base NP data) form
+    chunks of type ``''``.
+
+    Parameters
+    ----------
+    tags : array-like of str of shape (T,)
+        One tag per token.
+
+    Returns
+    -------
+    chunks : set of tuple (type, start, end)
+        Half-open token spans ``[start, end)``.
+
+    Examples
+    --------
+    >>> sorted(extract_chunks(["B-NP", "I-NP", "O", "B-VP", "I-NP"]))
+    [('NP', 0, 2), ('NP', 4, 5), ('VP', 3, 4)]
+    """
+    chunks = set()
+    start, ctype = None, None
+    prev_prefix = "O"
+    for t, tag in enumerate(tags):
+        prefix, typ = _split_tag(tag)
+        begins = prefix in ("B", "S") or (
+            prefix in ("I", "E")
+            and (start is None or typ != ctype or prev_prefix in ("E", "S"))
+        )
+        if prefix == "O" or begins:
+            if start is not None:
+                chunks.add((ctype, start, t))
+                start, ctype = None, None
+        if begins:
+            start, ctype = t, typ
+        prev_prefix = prefix
+    if start is not None:
+        chunks.add((ctype, start, len(tags)))
+    return chunks
+
+
+def chunk_f1_score(y_true, y_pred, *, return_precision_recall=False):
+    """CoNLL chunk F1: a chunk counts only if its type and span both match.
+
+    Parameters
+    ----------
+    y_true : list of array-like of str of shape (T_n,)
+        Gold BIO / IOB tag sequences (e.g. ``B-NP``, ``I-NP``, ``O``; or
+        ``B``, ``I``, ``O`` without types).
+    y_pred : list of array-like of str of shape (T_n,)
+        Predicted tag sequences.
+    return_precision_recall : bool, default=False
+        If True, return ``(precision, recall, f1)``.
+
+    Returns
+    -------
+    f1 : float
+        Micro-averaged chunk F1 over all sequences (1.0 when neither side
+        has any chunk).
+
+    Examples
+    --------
+    >>> from skgpstruct.metrics import chunk_f1_score
+    >>> chunk_f1_score([["B-NP", "I-NP", "O"]], [["B-NP", "O", "O"]])
+    0.0
+    >>> chunk_f1_score([["B", "I", "O", "B"]], [["B", "I", "O", "O"]])
+    0.666...
+    """
+    y_true, y_pred = _check_sequence_pairs(y_true, y_pred)
+    n_true = n_pred = n_correct = 0
+    for a, b in zip(y_true, y_pred):
+        ca, cb = extract_chunks(a), extract_chunks(b)
+        n_true += len(ca)
+        n_pred += len(cb)
+        n_correct += len(ca & cb)
+    if n_true == 0 and n_pred == 0:
+        precision = recall = f1 = 1.0
+    else:
+        precision = n_correct / n_pred if n_pred else 0.0
+        recall = n_correct / n_true if n_true else 0.0
+        denom = precision + recall
+        f1 = 2 * precision * recall / denom if denom > 0 else 0.0
+    if return_precision_recall:
+        return precision, recall, f1
+    return f1
+
+
+flat_accuracy = make_scorer(flat_accuracy_score)
+token_error = make_scorer(token_error_rate, greater_is_better=False)
+sequence_accuracy = make_scorer(sequence_accuracy_score)
+chunk_f1 = make_scorer(chunk_f1_score)
+
+#: Scorers by name, for ``GridSearchCV(scoring=SCORERS["flat_accuracy"])``.
+SCORERS = {
+    "flat_accuracy": flat_accuracy,
+    "token_error": token_error,
+    "sequence_accuracy": sequence_accuracy,
+    "chunk_f1": chunk_f1,
+}
