@@ -1,0 +1,413 @@
+"""Numba kernels of :mod:`skgpstruct.chain.exact`.
+
+Single-sequence cores work on slices of preallocated buffers; the batched
+kernels loop over samples and the ragged kernels over sequences stacked in
+one array, all inside numba (``njit(cache=True, nogil=True)``, float64, no
+fastmath). The public wrappers with their validation and documentation are
+in :mod:`skgpstruct.chain.exact`; the numpy references in
+:mod:`skgpstruct.chain._reference`.
+"""
+
+import numpy as np
+from numba import njit
+
+_NEG_INF = -np.inf
+
+# ------------------------------------------------------ single-sequence cores
+@njit(cache=True, nogil=True)
+def _fold(U, start, end, out):
+    """out = U with start added to row 0 and end to row T - 1."""
+    T, V = U.shape
+    for t in range(T):
+        for j in range(V):
+            out[t, j] = U[t, j]
+    for j in range(V):
+        out[0, j] += start[j]
+        out[T - 1, j] += end[j]
+
+
+@njit(cache=True, nogil=True)
+def _lse(x):
+    """log(sum(exp(x))) of a 1-D array, ``-inf`` when all entries are ``-inf``."""
+    m = _NEG_INF
+    for k in range(x.shape[0]):
+        if x[k] > m:
+            m = x[k]
+    if m == _NEG_INF:
+        return _NEG_INF
+    s = 0.0
+    for k in range(x.shape[0]):
+        s += np.exp(x[k] - m)
+    return m + np.log(s)
+
+
+# The recursions need log sum_i exp(x_i + B[i, j]). Instead of V exps per
+# (t, j) they use B's column (or row) maxima: exp(B - max) is computed once per
+# sequence, exp(x - max x) once per step, and the sum becomes a dot product in
+# linear space (every factor <= 1, so nothing overflows). If such a sum falls
+# below _TINY, terms may have underflowed (potentials of magnitude ~1e3 can do
+# this) and that entry is recomputed by the exact two-pass log-sum-exp.
+_TINY = 1e-280
+
+
+@njit(cache=True, nogil=True)
+def _scaled_exp(B, bmax, E):
+    """bmax = column maxima of B, E = exp(B - bmax) (column j is 0 if
+    bmax[j] = -inf). Called with B.T for row maxima, giving E transposed."""
+    V = B.shape[0]
+    for j in range(V):
+        m = _NEG_INF
+        for i in range(V):
+            if B[i, j] > m:
+                m = B[i, j]
+        bmax[j] = m
+    for i in range(V):
+        for j in range(V):
+            E[i, j] = 0.0 if bmax[j] == _NEG_INF else np.exp(B[i, j] - bmax[j])
+
+
+@njit(cache=True, nogil=True)
+def _lse_sum(x, b):
+    """log sum_k exp(x[k] + b[k]), exact two-pass version."""
+    m = _NEG_INF
+    for k in range(x.shape[0]):
+        if x[k] + b[k] > m:
+            m = x[k] + b[k]
+    if m == _NEG_INF:
+        return _NEG_INF
+    s = 0.0
+    for k in range(x.shape[0]):
+        s += np.exp(x[k] + b[k] - m)
+    return m + np.log(s)
+
+
+@njit(cache=True, nogil=True)
+def _max_exp(x, out):
+    """out = exp(x - max x); return max x (out untouched if it is -inf)."""
+    m = _NEG_INF
+    for k in range(x.shape[0]):
+        if x[k] > m:
+            m = x[k]
+    if m != _NEG_INF:
+        for k in range(x.shape[0]):
+            out[k] = np.exp(x[k] - m)
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _forward_core(Uf, B, fwd):
+    """Fill fwd[t, j] = log sum of prefix scores ending in j at t; return log Z."""
+    T, V = Uf.shape
+    bmax, a, acc, E = np.empty(V), np.empty(V), np.empty(V), np.empty((V, V))
+    _scaled_exp(B, bmax, E)
+    for j in range(V):
+        fwd[0, j] = Uf[0, j]
+    for t in range(1, T):
+        m = _max_exp(fwd[t - 1], a)
+        if m == _NEG_INF:
+            fwd[t, :] = _NEG_INF
+            continue
+        acc[:] = 0.0
+        for i in range(V):
+            if a[i] != 0.0:
+                for j in range(V):
+                    acc[j] += a[i] * E[i, j]
+        for j in range(V):
+            if Uf[t, j] == _NEG_INF or bmax[j] == _NEG_INF:
+                fwd[t, j] = _NEG_INF
+            elif acc[j] > _TINY:
+                fwd[t, j] = Uf[t, j] + m + bmax[j] + np.log(acc[j])
+            else:
+                fwd[t, j] = Uf[t, j] + _lse_sum(fwd[t - 1], B[:, j])
+    return _lse(fwd[T - 1])
+
+
+@njit(cache=True, nogil=True)
+def _backward_core(Uf, B, bwd, tmp):
+    """Fill bwd[t, i] = log sum of suffix scores after (t, i); bwd[T-1] = 0."""
+    T, V = Uf.shape
+    bmax, e, acc, F = np.empty(V), np.empty(V), np.empty(V), np.empty((V, V))
+    _scaled_exp(B.T, bmax, F)  # bmax: row maxima of B, F[j, i] = exp(B[i, j] - bmax[i])
+    bwd[T - 1, :] = 0.0
+    for t in range(T - 2, -1, -1):
+        for j in range(V):
+            tmp[j] = Uf[t + 1, j] + bwd[t + 1, j]
+        m = _max_exp(tmp, e)
+        if m == _NEG_INF:
+            bwd[t, :] = _NEG_INF
+            continue
+        acc[:] = 0.0
+        for j in range(V):
+            if e[j] != 0.0:
+                for i in range(V):
+                    acc[i] += e[j] * F[j, i]
+        for i in range(V):
+            if bmax[i] == _NEG_INF:
+                bwd[t, i] = _NEG_INF
+            elif acc[i] > _TINY:
+                bwd[t, i] = bmax[i] + m + np.log(acc[i])
+            else:
+                bwd[t, i] = _lse_sum(tmp, B[i])
+
+
+@njit(cache=True, nogil=True)
+def _marginals_core(Uf, B, fwd, bwd, log_z, unary, pairwise):
+    """Unary marginals into ``unary`` (T, V); add summed pairwise marginals
+    into ``pairwise`` (V, V). All zeros when log Z = -inf."""
+    T, V = Uf.shape
+    if log_z == _NEG_INF:
+        unary[:, :] = 0.0
+        return
+    for t in range(T):
+        for j in range(V):
+            unary[t, j] = np.exp(fwd[t, j] + bwd[t, j] - log_z)
+    bmax, a, g, E = np.empty(V), np.empty(V), np.empty(V), np.empty((V, V))
+    big = np.empty(V, dtype=np.bool_)
+    _scaled_exp(B, bmax, E)
+    for t in range(1, T):
+        # p(i, j) = exp(fwd[t-1, i] - m) * E[i, j] * g_j with
+        # g_j = exp(m + bmax[j] + Uf[t, j] + bwd[t, j] - log Z); the first two
+        # factors are <= 1; a huge g_j (cancellation) takes the exact path.
+        m = _max_exp(fwd[t - 1], a)
+        if m == _NEG_INF:  # cannot happen with a finite log Z; kept as a guard
+            continue
+        n_big = 0
+        for j in range(V):
+            c = Uf[t, j] + bwd[t, j]
+            g[j] = 0.0
+            big[j] = False
+            if c != _NEG_INF and bmax[j] != _NEG_INF:
+                g[j] = np.exp(m + bmax[j] + c - log_z)
+                if not g[j] < 1e300:
+                    g[j] = 0.0
+                    big[j] = True
+                    n_big += 1
+        for i in range(V):
+            if a[i] != 0.0:
+                for j in range(V):
+                    pairwise[i, j] += a[i] * E[i, j] * g[j]
+        if n_big:
+            for j in range(V):
+                if big[j]:
+                    c = Uf[t, j] + bwd[t, j]
+                    for i in range(V):
+                        if fwd[t - 1, i] != _NEG_INF:
+                            pairwise[i, j] += np.exp(fwd[t - 1, i] + B[i, j] + c - log_z)
+
+
+@njit(cache=True, nogil=True)
+def _path_score(Uf, B, y):
+    T = Uf.shape[0]
+    score = Uf[0, y[0]]
+    for t in range(1, T):
+        score += B[y[t - 1], y[t]] + Uf[t, y[t]]
+    return score
+
+
+@njit(cache=True, nogil=True)
+def _ll_grad_core(Uf, B, y, fwd, bwd, tmp, gU, gB):
+    """log p(y) of one sequence; writes gU = onehot(y) - unary marginals and
+    gB = pair counts(y) - summed pairwise marginals (gB must be 0 on entry)."""
+    T, V = Uf.shape
+    log_z = _forward_core(Uf, B, fwd)
+    _backward_core(Uf, B, bwd, tmp)
+    _marginals_core(Uf, B, fwd, bwd, log_z, gU, gB)
+    for t in range(T):
+        for j in range(V):
+            gU[t, j] = -gU[t, j]
+        gU[t, y[t]] += 1.0
+    for i in range(V):
+        for j in range(V):
+            gB[i, j] = -gB[i, j]
+    for t in range(1, T):
+        gB[y[t - 1], y[t]] += 1.0
+    score = _path_score(Uf, B, y)
+    if score == _NEG_INF:
+        return _NEG_INF
+    return score - log_z
+
+
+@njit(cache=True, nogil=True)
+def _viterbi_core(Uf, B, delta, back, path):
+    """Best path into ``path``; return its score. Ties: lowest label index."""
+    T, V = Uf.shape
+    for j in range(V):
+        delta[0, j] = Uf[0, j]
+    for t in range(1, T):
+        for j in range(V):
+            best = _NEG_INF
+            arg = 0
+            for i in range(V):
+                v = delta[t - 1, i] + B[i, j]
+                if v > best:
+                    best = v
+                    arg = i
+            back[t, j] = arg
+            delta[t, j] = Uf[t, j] + best
+    last = 0
+    for j in range(1, V):
+        if delta[T - 1, j] > delta[T - 1, last]:
+            last = j
+    path[T - 1] = last
+    for t in range(T - 1, 0, -1):
+        path[t - 1] = back[t, path[t]]
+    return delta[T - 1, last]
+
+
+# ------------------------------------------------------------ batched kernels
+@njit(cache=True, nogil=True)
+def _load(U, B, start, end, s, Uf):
+    """Fold sample s's start / end into Uf; return sample s's transitions
+    (arrays with a leading axis of length 1 are shared by all samples)."""
+    _fold(U[s], start[s if start.shape[0] > 1 else 0], end[s if end.shape[0] > 1 else 0], Uf)
+    return B[s if B.shape[0] > 1 else 0]
+
+
+@njit(cache=True, nogil=True)
+def _max_length(offsets):
+    T_max = 0
+    for n in range(offsets.shape[0] - 1):
+        T_max = max(T_max, offsets[n + 1] - offsets[n])
+    return T_max
+
+
+@njit(cache=True, nogil=True)
+def _forward_kernel(U, B, start, end, fwd):
+    S, T, V = U.shape
+    log_z = np.empty(S)
+    Uf = np.empty((T, V))
+    for s in range(S):
+        log_z[s] = _forward_core(Uf, _load(U, B, start, end, s, Uf), fwd[s])
+    return log_z
+
+
+@njit(cache=True, nogil=True)
+def _backward_kernel(U, B, start, end, bwd):
+    S, T, V = U.shape
+    Uf = np.empty((T, V))
+    tmp = np.empty(V)
+    for s in range(S):
+        _backward_core(Uf, _load(U, B, start, end, s, Uf), bwd[s], tmp)
+
+
+@njit(cache=True, nogil=True)
+def _marginals_kernel(U, B, start, end, unary, pairwise):
+    S, T, V = U.shape
+    log_z = np.empty(S)
+    Uf = np.empty((T, V))
+    fwd = np.empty((T, V))
+    bwd = np.empty((T, V))
+    tmp = np.empty(V)
+    for s in range(S):
+        Bs = _load(U, B, start, end, s, Uf)
+        log_z[s] = _forward_core(Uf, Bs, fwd)
+        _backward_core(Uf, Bs, bwd, tmp)
+        pairwise[s, :, :] = 0.0
+        _marginals_core(Uf, Bs, fwd, bwd, log_z[s], unary[s], pairwise[s])
+    return log_z
+
+
+@njit(cache=True, nogil=True)
+def _log_likelihood_kernel(U, B, start, end, y):
+    S, T, V = U.shape
+    out = np.empty(S)
+    Uf = np.empty((T, V))
+    fwd = np.empty((T, V))
+    for s in range(S):
+        Bs = _load(U, B, start, end, s, Uf)
+        log_z = _forward_core(Uf, Bs, fwd)
+        score = _path_score(Uf, Bs, y)
+        out[s] = _NEG_INF if score == _NEG_INF else score - log_z
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _ll_grad_kernel(U, B, start, end, y, gU, gB):
+    S, T, V = U.shape
+    out = np.empty(S)
+    Uf = np.empty((T, V))
+    fwd = np.empty((T, V))
+    bwd = np.empty((T, V))
+    tmp = np.empty(V)
+    for s in range(S):
+        Bs = _load(U, B, start, end, s, Uf)
+        gB[s, :, :] = 0.0
+        out[s] = _ll_grad_core(Uf, Bs, y, fwd, bwd, tmp, gU[s], gB[s])
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _viterbi_kernel(U, B, start, end, paths):
+    S, T, V = U.shape
+    scores = np.empty(S)
+    Uf = np.empty((T, V))
+    delta = np.empty((T, V))
+    back = np.zeros((T, V), dtype=np.int64)
+    for s in range(S):
+        scores[s] = _viterbi_core(Uf, _load(U, B, start, end, s, Uf), delta, back, paths[s])
+    return scores
+
+
+# ------------------------------------------------------------- ragged kernels
+@njit(cache=True, nogil=True)
+def _ll_grad_ragged_kernel(U, offsets, B, start, end, y, gU, gB):
+    """Sequences stacked in U (n_tokens, V), sequence n in rows
+    offsets[n]:offsets[n+1]; one shared B; gB summed over sequences."""
+    N = offsets.shape[0] - 1
+    V = U.shape[1]
+    out = np.empty(N)
+    T_max = _max_length(offsets)
+    Uf = np.empty((T_max, V))
+    fwd = np.empty((T_max, V))
+    bwd = np.empty((T_max, V))
+    tmp = np.empty(V)
+    gB_n = np.empty((V, V))
+    gB[:, :] = 0.0
+    for n in range(N):
+        a, b = offsets[n], offsets[n + 1]
+        T = b - a
+        _fold(U[a:b], start, end, Uf[:T])
+        gB_n[:, :] = 0.0
+        out[n] = _ll_grad_core(Uf[:T], B, y[a:b], fwd[:T], bwd[:T], tmp, gU[a:b], gB_n)
+        gB += gB_n
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _viterbi_ragged_kernel(U, offsets, B, start, end, paths):
+    """Viterbi for sequences stacked in U; paths stacked like U's rows."""
+    N = offsets.shape[0] - 1
+    V = U.shape[1]
+    scores = np.empty(N)
+    T_max = _max_length(offsets)
+    Uf = np.empty((T_max, V))
+    delta = np.empty((T_max, V))
+    back = np.zeros((T_max, V), dtype=np.int64)
+    for n in range(N):
+        a, b = offsets[n], offsets[n + 1]
+        T = b - a
+        _fold(U[a:b], start, end, Uf[:T])
+        scores[n] = _viterbi_core(Uf[:T], B, delta[:T], back[:T], paths[a:b])
+    return scores
+
+
+@njit(cache=True, nogil=True)
+def _marginals_ragged_kernel(U, offsets, B, start, end, unary, pairwise):
+    """Marginals for sequences stacked in U; pairwise (N, V, V) per sequence."""
+    N = offsets.shape[0] - 1
+    V = U.shape[1]
+    log_z = np.empty(N)
+    T_max = _max_length(offsets)
+    Uf = np.empty((T_max, V))
+    fwd = np.empty((T_max, V))
+    bwd = np.empty((T_max, V))
+    tmp = np.empty(V)
+    for n in range(N):
+        a, b = offsets[n], offsets[n + 1]
+        T = b - a
+        _fold(U[a:b], start, end, Uf[:T])
+        log_z[n] = _forward_core(Uf[:T], B, fwd[:T])
+        _backward_core(Uf[:T], B, bwd[:T], tmp)
+        pairwise[n, :, :] = 0.0
+        _marginals_core(Uf[:T], B, fwd[:T], bwd[:T], log_z[n], unary[a:b], pairwise[n])
+    return log_z

@@ -1,0 +1,442 @@
+"""Exact inference on linear chains: log-space forward-backward and Viterbi.
+
+All functions take unary potentials ``U`` of shape ``(T, V)`` (one sequence)
+or ``(S, T, V)`` (``S`` samples of the potentials of the same sequence) and
+transitions ``B`` of shape ``(V, V)`` (shared) or ``(S, V, V)``, with
+``B[i, j]`` the score of label ``i`` at position ``t - 1`` followed by label
+``j`` at ``t``. Optional ``start`` / ``end`` of shape ``(V,)`` or ``(S, V)``
+are added to ``U[0]`` / ``U[T - 1]``: everywhere below, including the
+lattices, they are *folded into the unary potentials* of the first and last
+position, so the gradient with respect to ``start`` is ``grad_U[..., 0, :]``
+and with respect to ``end`` is ``grad_U[..., -1, :]``.
+
+The model is
+
+.. math::
+
+    \\log p(y \\mid U, B) = \\sum_t U_{t, y_t} + \\sum_{t \\geq 1} B_{y_{t-1}, y_t}
+    + \\mathrm{start}_{y_0} + \\mathrm{end}_{y_{T-1}} - \\log Z(U, B).
+
+``-inf`` potentials mark forbidden labels or transitions and never produce
+NaN: ``log Z = -inf`` when every path is forbidden, and the marginals of
+impossible states (all states, in that case) are 0. NaN and ``+inf`` are
+rejected with a ValueError.
+
+The kernels are numba ``njit(cache=True, nogil=True)`` functions. Lattices
+are kept in log space; each step's log-sum-exp is computed with max
+subtraction as a scaled product in linear space, falling back to the exact
+two-pass log-sum-exp wherever that could underflow (see ``_TINY``). Batched
+kernels loop over samples inside numba; the single-sequence cores work on
+slices, which the ragged kernel (``log_likelihood_grad_ragged``) uses for
+sequences of different lengths stacked in one array. Plain-numpy references
+live in :mod:`skgpstruct.chain._reference`.
+"""
+
+import numpy as np
+
+from ._exact_kernels import (  # noqa: F401 (tests reach the kernels here)
+    _fold,
+    _lse,
+    _forward_core,
+    _backward_core,
+    _marginals_core,
+    _path_score,
+    _ll_grad_core,
+    _viterbi_core,
+    _forward_kernel,
+    _backward_kernel,
+    _marginals_kernel,
+    _log_likelihood_kernel,
+    _ll_grad_kernel,
+    _viterbi_kernel,
+    _ll_grad_ragged_kernel,
+    _viterbi_ragged_kernel,
+    _marginals_ragged_kernel,
+)
+from ._utils import check_labels, check_lengths, check_potentials
+
+__all__ = [
+    "forward_log",
+    "backward_log",
+    "log_partition",
+    "log_likelihood",
+    "log_likelihood_grad",
+    "marginals",
+    "viterbi",
+    "log_likelihood_grad_ragged",
+    "viterbi_ragged",
+    "marginals_ragged",
+]
+
+# ------------------------------------------------------------ public wrappers
+def _unwrap(x, batched):
+    """Drop the sample axis of unbatched results (scalars become floats)."""
+    if batched:
+        return x
+    return float(x[0]) if x.ndim == 1 else x[0]
+
+
+def forward_log(U, B, start=None, end=None):
+    """Forward lattice of a linear chain in log space.
+
+    Parameters
+    ----------
+    U : array-like of shape (n_steps, n_labels) or (n_samples, n_steps, n_labels)
+        Unary potentials.
+    B : array-like of shape (n_labels, n_labels) or (n_samples, n_labels, n_labels)
+        Transition potentials, ``B[i, j]`` for label ``i`` followed by ``j``.
+    start, end : array-like of shape (n_labels,) or (n_samples, n_labels), default=None
+        Potentials added to the first / last position.
+
+    Returns
+    -------
+    fwdlattice : ndarray of the shape of ``U``
+        ``fwdlattice[..., t, j]`` is the log of the summed exp-scores of all
+        label prefixes ``y_0..y_t`` with ``y_t = j``, including ``start``
+        (and ``end`` at ``t = n_steps - 1``), so that
+        ``log Z = logsumexp(fwdlattice[..., -1, :])``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.chain import forward_log
+    >>> forward_log(np.zeros((2, 2)), np.zeros((2, 2)))
+    array([[0.        , 0.        ],
+           [0.69314718, 0.69314718]])
+    """
+    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    fwd = np.empty_like(U3)
+    _forward_kernel(U3, B3, st, en, fwd)
+    return fwd if batched else fwd[0]
+
+
+def backward_log(U, B, start=None, end=None):
+    """Backward lattice of a linear chain in log space.
+
+    Parameters
+    ----------
+    U, B, start, end
+        As in :func:`forward_log`.
+
+    Returns
+    -------
+    bwdlattice : ndarray of the shape of ``U``
+        ``bwdlattice[..., t, i]`` is the log of the summed exp-scores of all
+        label suffixes ``y_{t+1}..y_{T-1}`` following ``y_t = i``, with
+        ``end`` counted in the last position's unary potential; hence
+        ``bwdlattice[..., T - 1, :] = 0`` and ``fwdlattice + bwdlattice -
+        log Z`` is the log of the unary marginals.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.chain import backward_log
+    >>> backward_log(np.zeros((2, 2)), np.zeros((2, 2)))
+    array([[0.69314718, 0.69314718],
+           [0.        , 0.        ]])
+    """
+    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    bwd = np.empty_like(U3)
+    _backward_kernel(U3, B3, st, en, bwd)
+    return bwd if batched else bwd[0]
+
+
+def log_partition(U, B, start=None, end=None):
+    """Log partition function log Z of a linear chain.
+
+    Parameters
+    ----------
+    U, B, start, end
+        As in :func:`forward_log`.
+
+    Returns
+    -------
+    log_z : float or ndarray of shape (n_samples,)
+        ``-inf`` when every label path contains a ``-inf`` potential.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.chain import log_partition
+    >>> round(log_partition(np.zeros((3, 2)), np.zeros((2, 2))), 6)  # log 2**3
+    2.079442
+    """
+    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    fwd = np.empty_like(U3)
+    return _unwrap(_forward_kernel(U3, B3, st, en, fwd), batched)
+
+
+def marginals(U, B, start=None, end=None):
+    """Unary marginals and summed pairwise marginals by forward-backward.
+
+    Parameters
+    ----------
+    U, B, start, end
+        As in :func:`forward_log`.
+
+    Returns
+    -------
+    unary : ndarray of the shape of ``U``
+        ``unary[..., t, j] = p(y_t = j)``; each row sums to 1 (all zeros if
+        every path is forbidden).
+    pairwise : ndarray of shape (n_labels, n_labels) or (n_samples, n_labels, n_labels)
+        ``sum_{t >= 1} p(y_{t-1} = i, y_t = j)``; zeros when ``n_steps = 1``.
+        It is the gradient of log Z with respect to ``B``, as ``unary`` is
+        with respect to ``U``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.chain import marginals
+    >>> unary, pairwise = marginals(np.zeros((2, 2)), np.zeros((2, 2)))
+    >>> unary
+    array([[0.5, 0.5],
+           [0.5, 0.5]])
+    >>> pairwise
+    array([[0.25, 0.25],
+           [0.25, 0.25]])
+    """
+    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    S, T, V = U3.shape
+    unary = np.empty_like(U3)
+    pairwise = np.empty((S, V, V))
+    _marginals_kernel(U3, B3, st, en, unary, pairwise)
+    return (unary, pairwise) if batched else (unary[0], pairwise[0])
+
+
+def log_likelihood(U, B, y, start=None, end=None):
+    """Log-likelihood log p(y | U, B) of a labelling under a linear-chain CRF.
+
+    Parameters
+    ----------
+    U, B, start, end
+        As in :func:`forward_log`.
+    y : array-like of int of shape (n_steps,)
+        Labels in ``[0, n_labels)``; with batched ``U`` the same ``y`` is
+        scored under every sample.
+
+    Returns
+    -------
+    log_likelihood : float or ndarray of shape (n_samples,)
+        ``-inf`` when ``y`` uses a forbidden (``-inf``) potential.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.chain import log_likelihood
+    >>> round(log_likelihood(np.zeros((3, 2)), np.zeros((2, 2)), [0, 1, 1]), 6)
+    -2.079442
+    """
+    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    y = check_labels(y, U3.shape[1], U3.shape[2])
+    return _unwrap(_log_likelihood_kernel(U3, B3, st, en, y), batched)
+
+
+def log_likelihood_grad(U, B, y, start=None, end=None):
+    """Log-likelihood and its gradients with respect to the potentials.
+
+    Parameters
+    ----------
+    U, B, start, end, y
+        As in :func:`log_likelihood`.
+
+    Returns
+    -------
+    value : float or ndarray of shape (n_samples,)
+        log p(y | U, B), as :func:`log_likelihood`.
+    grad_U : ndarray of the shape of ``U``
+        ``onehot(y) - unary marginals``. The gradient with respect to
+        ``start`` is ``grad_U[..., 0, :]`` and with respect to ``end`` is
+        ``grad_U[..., -1, :]`` (they are folded into the unary potentials).
+    grad_B : ndarray of shape (n_labels, n_labels) or (n_samples, n_labels, n_labels)
+        ``pair counts of y - summed pairwise marginals``. For batched ``U``
+        it is always per sample, shape ``(n_samples, n_labels, n_labels)``,
+        even when ``B`` is shared (sum over axis 0 for the shared gradient).
+
+    Notes
+    -----
+    Where the value is ``-inf`` the returned gradients are still given by
+    the formulas above (finite); when every path is forbidden the marginals
+    are taken as 0.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.chain import log_likelihood_grad
+    >>> U, B = np.zeros((2, 2)), np.zeros((2, 2))
+    >>> value, grad_U, grad_B = log_likelihood_grad(U, B, [0, 1])
+    >>> grad_U
+    array([[ 0.5, -0.5],
+           [-0.5,  0.5]])
+    >>> grad_B
+    array([[-0.25,  0.75],
+           [-0.25, -0.25]])
+    """
+    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    S, T, V = U3.shape
+    y = check_labels(y, T, V)
+    gU = np.empty_like(U3)
+    gB = np.empty((S, V, V))
+    values = _ll_grad_kernel(U3, B3, st, en, y, gU, gB)
+    if batched:
+        return values, gU, gB
+    return float(values[0]), gU[0], gB[0]
+
+
+def viterbi(U, B, start=None, end=None):
+    """Most probable label path (MAP decoding) of a linear chain.
+
+    Parameters
+    ----------
+    U, B, start, end
+        As in :func:`forward_log`.
+
+    Returns
+    -------
+    path : ndarray of int64 of shape (n_steps,) or (n_samples, n_steps)
+    score : float or ndarray of shape (n_samples,)
+        Unnormalised score of the path (``start`` and ``end`` included);
+        ``-inf`` if every path is forbidden (the path is then all zeros).
+
+    Notes
+    -----
+    Ties are broken toward the lowest label index: at the last position and
+    in every back-pointer. Among equally scored paths this returns the one
+    whose labels read from the last position backwards are lexicographically
+    smallest.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.chain import viterbi
+    >>> U = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    >>> viterbi(U, np.zeros((2, 2)))
+    (array([0, 1, 0]), 3.0)
+    """
+    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    paths = np.empty(U3.shape[:2], dtype=np.int64)
+    scores = _viterbi_kernel(U3, B3, st, en, paths)
+    if batched:
+        return paths, scores
+    return paths[0], float(scores[0])
+
+
+def _check_ragged(U, lengths, B, start, end):
+    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    if batched or B3.shape[0] != 1:
+        raise ValueError(
+            "ragged functions take stacked 2-D U of shape (n_tokens, n_labels) "
+            "and one shared B of shape (n_labels, n_labels)."
+        )
+    return U3[0], check_lengths(lengths, U3.shape[1]), B3[0], st[0], en[0]
+
+
+def log_likelihood_grad_ragged(U, lengths, B, y, start=None, end=None):
+    """:func:`log_likelihood_grad` for many sequences stacked in one array.
+
+    Parameters
+    ----------
+    U : array-like of shape (n_tokens, n_labels)
+        Unary potentials of all sequences stacked (hmmlearn's layout).
+    lengths : array-like of int of shape (n_sequences,)
+        Sequence lengths, summing to ``n_tokens``.
+    B : array-like of shape (n_labels, n_labels)
+        Transitions shared by all sequences.
+    y : array-like of int of shape (n_tokens,)
+        Stacked labels.
+    start, end : array-like of shape (n_labels,), default=None
+        Added to the first / last position of every sequence.
+
+    Returns
+    -------
+    values : ndarray of shape (n_sequences,)
+        log p(y_n | U_n, B) per sequence.
+    grad_U : ndarray of shape (n_tokens, n_labels)
+        Per-token gradients, as :func:`log_likelihood_grad`.
+    grad_B : ndarray of shape (n_labels, n_labels)
+        Gradient of ``values.sum()`` with respect to the shared ``B``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.chain import log_likelihood_grad_ragged
+    >>> U, B = np.zeros((3, 2)), np.zeros((2, 2))
+    >>> values, gU, gB = log_likelihood_grad_ragged(U, [1, 2], B, [0, 1, 1])
+    >>> np.round(values, 6)
+    array([-0.693147, -1.386294])
+    """
+    U2, offsets, B2, st, en = _check_ragged(U, lengths, B, start, end)
+    y = check_labels(y, U2.shape[0], U2.shape[1])
+    gU = np.empty_like(U2)
+    gB = np.empty_like(B2)
+    values = _ll_grad_ragged_kernel(U2, offsets, B2, st, en, y, gU, gB)
+    return values, gU, gB
+
+
+def viterbi_ragged(U, lengths, B, start=None, end=None):
+    """:func:`viterbi` for many sequences stacked in one array.
+
+    Parameters
+    ----------
+    U : array-like of shape (n_tokens, n_labels)
+        Unary potentials of all sequences stacked.
+    lengths : array-like of int of shape (n_sequences,)
+        Sequence lengths, summing to ``n_tokens``.
+    B : array-like of shape (n_labels, n_labels)
+        Transitions shared by all sequences.
+    start, end : array-like of shape (n_labels,), default=None
+        Added to the first / last position of every sequence.
+
+    Returns
+    -------
+    paths : ndarray of int64 of shape (n_tokens,)
+        Best paths, stacked like the rows of ``U``.
+    scores : ndarray of shape (n_sequences,)
+        Their unnormalised scores.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.chain import viterbi_ragged
+    >>> U = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]])
+    >>> viterbi_ragged(U, [1, 2], np.zeros((2, 2)))
+    (array([0, 1, 0]), array([1., 2.]))
+    """
+    U2, offsets, B2, st, en = _check_ragged(U, lengths, B, start, end)
+    paths = np.empty(U2.shape[0], dtype=np.int64)
+    scores = _viterbi_ragged_kernel(U2, offsets, B2, st, en, paths)
+    return paths, scores
+
+
+def marginals_ragged(U, lengths, B, start=None, end=None):
+    """:func:`marginals` for many sequences stacked in one array.
+
+    Parameters
+    ----------
+    U, lengths, B, start, end
+        As in :func:`viterbi_ragged`.
+
+    Returns
+    -------
+    unary : ndarray of shape (n_tokens, n_labels)
+        Per-token marginals, stacked like the rows of ``U``.
+    pairwise : ndarray of shape (n_sequences, n_labels, n_labels)
+        Pairwise marginals of each sequence, summed over its positions.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.chain import marginals_ragged
+    >>> unary, pairwise = marginals_ragged(np.zeros((3, 2)), [1, 2], np.zeros((2, 2)))
+    >>> unary
+    array([[0.5, 0.5],
+           [0.5, 0.5],
+           [0.5, 0.5]])
+    >>> pairwise.sum(axis=(1, 2))
+    array([0., 1.])
+    """
+    U2, offsets, B2, st, en = _check_ragged(U, lengths, B, start, end)
+    unary = np.empty_like(U2)
+    pairwise = np.empty((offsets.shape[0] - 1,) + B2.shape)
+    _marginals_ragged_kernel(U2, offsets, B2, st, en, unary, pairwise)
+    return unary, pairwise
