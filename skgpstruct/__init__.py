@@ -12,4 +12,6 @@ in :mod:`skgpstruct.datasets`, :mod:`skgpstruct.features` and
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["__version__"]
+from ._randomized_crf import RandomizedCRFTagger  # noqa: E402
+
+__all__ = ["RandomizedCRFTagger", "__version__"]

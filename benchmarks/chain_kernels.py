@@ -1,0 +1,181 @@
+"""Throughput of batched linear-chain marginals.
+
+For S samples of one chain (T = 30 positions, V labels; the shape of the
+GPstruct inner loop, where each posterior sample of the potentials needs a
+forward-backward pass) this times ``skgpstruct.chain.marginals`` (numba)
+against
+
+* the plain-numpy reference ``chain._reference.marginals_ref``, called once per
+  sample (what the tests compare the kernels with),
+* the same forward-backward in numpy vectorised over the S samples (a
+  stronger numpy peer),
+* torch-struct's ``LinearChainCRF(...).marginals`` and pytorch-crf's forward
+  algorithm + autograd on the CPU, when torch is installed
+  (``pip install torch==2.13.0 torch-struct pytorch-crf``).
+
+Compilation is excluded (one warm-up call per kernel), every time is the
+median of repeats, and ratios are taken against numba in the same run.
+Results go to ``benchmarks/results/chain_kernels.{md,json}``.
+
+Usage::
+
+    python benchmarks/chain_kernels.py [--quick]
+"""
+
+import argparse
+import warnings
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import time_call, write_results  # noqa: E402
+
+from skgpstruct import chain  # noqa: E402
+from skgpstruct.chain import _reference  # noqa: E402
+
+
+def _lse(a, axis):
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    return np.squeeze(m, axis=axis) + np.log(np.sum(np.exp(a - m), axis=axis))
+
+
+def numpy_batched_marginals(U, B):
+    """Forward-backward in numpy, vectorised over the sample axis."""
+    S, T, V = U.shape
+    fwd = np.empty_like(U)
+    bwd = np.empty_like(U)
+    fwd[:, 0] = U[:, 0]
+    for t in range(1, T):
+        fwd[:, t] = _lse(fwd[:, t - 1, :, None] + B[None], axis=1) + U[:, t]
+    bwd[:, T - 1] = 0.0
+    for t in range(T - 2, -1, -1):
+        bwd[:, t] = _lse(B[None] + (U[:, t + 1] + bwd[:, t + 1])[:, None, :], axis=2)
+    logZ = _lse(fwd[:, T - 1], axis=1)
+    unary = np.exp(fwd + bwd - logZ[:, None, None])
+    pair = np.exp(
+        fwd[:, :-1, :, None]
+        + B[None, None]
+        + (U[:, 1:] + bwd[:, 1:])[:, :, None, :]
+        - logZ[:, None, None, None]
+    ).sum(axis=1)
+    return unary, pair
+
+
+def reference_loop_marginals(U, B):
+    out = [_reference.marginals_ref(U[s], B) for s in range(U.shape[0])]
+    return np.stack([o[0] for o in out]), np.stack([o[1] for o in out])
+
+
+def torch_peers():
+    """Return {name: fn(U, B) -> unary marginals} for the installed torch libraries."""
+    peers = {}
+    try:
+        import torch
+    except ImportError:
+        return peers, None
+    torch.set_default_dtype(torch.float64)
+    # torch-struct builds a Distribution without arg_constraints on every call
+    warnings.filterwarnings("ignore", message=".*arg_constraints.*")
+    try:
+        import torch_struct
+
+        def ts_marginals(Ut, Bt):
+            S, T, V = Ut.shape
+            # torch-struct edge potentials: (batch, T-1, C_t, C_{t-1})
+            edge = Bt.T[None, None] + Ut[:, 1:, :, None]
+            edge = edge.clone()
+            edge[:, 0] += Ut[:, 0][:, None, :]
+            m = torch_struct.LinearChainCRF(edge).marginals  # (S, T-1, V, V)
+            unary = torch.cat([m[:, :1].sum(2), m.sum(3)], dim=1)
+            return unary
+
+        peers["torch-struct"] = ts_marginals
+    except Exception as exc:  # pragma: no cover - depends on the environment
+        print(f"torch-struct unavailable: {exc!r}")
+    try:
+        import torchcrf
+
+        def pc_marginals(Ut, Bt):
+            S, T, V = Ut.shape
+            crf = torchcrf.CRF(V, batch_first=True).double()
+            with torch.no_grad():
+                crf.transitions.copy_(Bt)
+                crf.start_transitions.zero_()
+                crf.end_transitions.zero_()
+            em = Ut.detach().clone().requires_grad_(True)
+            mask = torch.ones(S, T, dtype=torch.bool)
+            # log Z by pytorch-crf's forward algorithm; marginals = d log Z / d U
+            logZ = crf._compute_normalizer(em.transpose(0, 1), mask.transpose(0, 1))
+            (grad,) = torch.autograd.grad(logZ.sum(), em)
+            return grad
+
+        peers["pytorch-crf (autograd)"] = pc_marginals
+    except Exception as exc:  # pragma: no cover
+        print(f"pytorch-crf unavailable: {exc!r}")
+    return peers, torch
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats, small S only")
+    args = parser.parse_args(argv)
+    repeats = 3 if args.quick else 7
+    sizes_S = [64] if args.quick else [64, 1024]
+    T = 30
+    rng = np.random.default_rng(0)
+    peers, torch = torch_peers()
+    rows = []
+    for S in sizes_S:
+        for V in (3, 14, 45):
+            U = rng.normal(size=(S, T, V))
+            B = rng.normal(size=(V, V))
+            ref_u, ref_p = numpy_batched_marginals(U, B)
+            nb_u, nb_p = chain.marginals(U, B)
+            assert np.allclose(nb_u, ref_u, atol=1e-10) and np.allclose(nb_p, ref_p, atol=1e-9)
+            t_nb, _ = time_call(lambda: chain.marginals(U, B), repeats=repeats, min_time=0.2)
+            t_np, _ = time_call(lambda: numpy_batched_marginals(U, B), repeats=repeats)
+            # the per-sample reference is slow: fewer repeats at large S
+            t_ref, _ = time_call(
+                lambda: reference_loop_marginals(U, B), repeats=max(1, repeats // 2)
+            )
+            row = {
+                "S": S, "T": T, "V": V,
+                "numba ms": 1e3 * t_nb,
+                "numpy ref (loop) ms": 1e3 * t_ref,
+                "numpy batched ms": 1e3 * t_np,
+                "ref / numba": t_ref / t_nb,
+                "batched / numba": t_np / t_nb,
+                "samples/s numba": S / t_nb,
+            }
+            if torch is not None:
+                Ut, Bt = torch.from_numpy(U), torch.from_numpy(B)
+                for name, fn in peers.items():
+                    got = fn(Ut, Bt).detach().numpy()
+                    assert np.allclose(got, ref_u, atol=1e-8), name
+                    t_pe, _ = time_call(lambda: fn(Ut, Bt), repeats=repeats)
+                    row[f"{name} ms"] = 1e3 * t_pe
+                    row[f"{name} / numba"] = t_pe / t_nb
+            rows.append(row)
+            print(row, flush=True)
+    columns = ["S", "T", "V", "numba ms", "numpy ref (loop) ms", "ref / numba",
+               "numpy batched ms", "batched / numba"]
+    for name in peers:
+        columns += [f"{name} ms", f"{name} / numba"]
+    notes = [
+        "Median wall time of one call computing unary and summed pairwise marginals "
+        "for all S samples (float64), warm-up excluded.",
+        "Ratios > 1 mean numba is faster. numba runs single-threaded; torch uses its "
+        f"default intra-op threads ({torch.get_num_threads() if torch else 'n/a'}).",
+        "Every peer's marginals are checked against numba's before timing.",
+    ]
+    write_results(
+        "chain_kernels", rows, columns,
+        title="Batched linear-chain marginals: numba vs numpy vs torch", notes=notes,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,571 @@
+"""RandomizedCRFTagger: a linear-chain CRF trained with randomized DP.
+
+Unary potentials are linear in the (sparse) token features,
+``U_t = x_t W + b``; transitions are a full (N, N) matrix or low rank
+(``B = left @ right.T``, for label sets in the thousands). Training minimises
+``-sum_n (score(y_n) - log Z-hat_n) + c2 (||W||^2 + ||transitions||^2)``
+where ``log Z-hat`` is the exact log-partition function, or its randomized
+estimate on a sub-lattice of ``n_top`` top states plus ``n_sampled`` sampled
+states per position (Fu, Cunningham and Lapata, ICML 2022), with the gold
+label always kept in the sub-lattice.
+"""
+
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+
+from . import chain
+from ._sequences import SequenceData
+from .chain import randomized as rdp
+from .chain.beam import beam_viterbi
+from .metrics import flat_accuracy_score
+from .optim import make_optimizer, minimize_lbfgs
+
+__all__ = ["RandomizedCRFTagger"]
+
+# Sequences per unit of parallel work. Fixed (not derived from n_jobs) so
+# that sums are taken in the same order whatever n_jobs is.
+_CHUNK_SEQUENCES = 32
+
+
+def _resolve_count(value, n_classes):
+    """Integer count from an int or a fraction of the label count."""
+    if value is None:
+        return None
+    if isinstance(value, Integral):
+        return int(value)
+    return max(1, int(round(float(value) * n_classes)))
+
+
+class RandomizedCRFTagger(BaseEstimator):
+    """Linear-chain CRF trained with randomized dynamic programming.
+
+    With ``n_top=None`` (or ``n_top + n_sampled >=`` the number of labels) it
+    is a plain linear-chain CRF trained with the exact forward-backward
+    algorithm, like sklearn-crfsuite with ``algorithm="lbfgs"``. With fewer
+    states per position each training sequence costs O(T K^2) instead of
+    O(T N^2), ``K = n_top + n_sampled``.
+
+    Parameters
+    ----------
+    n_top : int, float or None, default=None
+        States kept deterministically per position (the top of the
+        proposal). A float in (0, 1] is a fraction of the number of labels.
+        None trains with exact dynamic programming.
+    n_sampled : int or float, default=0
+        States sampled per position from the proposal restricted to the
+        rest, re-weighted so that ``Z-hat`` is unbiased. Float: fraction of
+        the number of labels.
+    proposal : {"local+global", "local", "global", "uniform"}, default="local+global"
+        Proposal over states (paper eq. 34): softmax of the unary scores,
+        transition mass, their average, or uniform.
+    transitions : {"full", "low_rank"}, default="full"
+        A full (N, N) transition matrix, or ``B = left @ right.T`` with
+        ``left``, ``right`` of shape (N, ``rank``) (never forms N x N).
+    rank : int, default=32
+        Rank of low-rank transitions.
+    c2 : float, default=0.1
+        L2 coefficient: the loss adds ``c2 * ||w||^2`` over the unary
+        weights and the transition parameters (not the per-label bias), as
+        in CRFsuite.
+    optimizer : {"auto", "lbfgs", "adam", "sgd"}, default="auto"
+        ``"lbfgs"`` (full batch; exact mode only), ``"adam"`` or ``"sgd"``
+        (minibatches of sequences). ``"auto"`` picks L-BFGS in exact mode and
+        Adam otherwise.
+    learning_rate : float, default=0.05
+        Step size of Adam / SGD.
+    batch_size : int, default=32
+        Sequences per minibatch for Adam / SGD.
+    max_iter : int, default=100
+        L-BFGS iterations, or epochs for Adam / SGD.
+    tol : float, default=1e-5
+        Relative decrease of the loss under which training stops (L-BFGS:
+        scipy's ``ftol``; Adam / SGD: between epochs, two epochs in a row).
+    beam_size : int or None, default=None
+        Decode with Viterbi restricted to the ``beam_size`` best unary
+        states per position (O(T K^2)); None decodes exactly.
+    n_jobs : int or None, default=None
+        Threads over chunks of sequences (numba kernels release the GIL).
+        Results do not depend on ``n_jobs``.
+    device : {"cpu", "auto"}, default="cpu"
+        Where the dynamic programmes run. ``"auto"`` is the CPU until the
+        CUDA kernels are available.
+    random_state : int, RandomState or None, default=None
+        Seeds the minibatch order, the sampled states and the low-rank
+        initialisation.
+    verbose : int, default=0
+        Print the loss of every iteration / epoch to stderr.
+    warm_start : bool, default=False
+        Start from the previous solution when refitting.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Labels seen in ``fit``.
+    coef_ : ndarray of shape (n_features, n_classes)
+        Unary weights ``W``.
+    intercept_ : ndarray of shape (n_classes,)
+        Per-label bias ``b``.
+    transition_ : ndarray of shape (n_classes, n_classes) or None
+        Full transitions (None when low rank).
+    transition_left_, transition_right_ : ndarray of shape (n_classes, rank) or None
+        Low-rank transition embeddings (None when full).
+    n_features_in_ : int
+        Number of token features.
+    n_iter_ : int
+        Iterations (L-BFGS) or epochs run.
+    loss_history_ : list of float
+        Training loss after every iteration / epoch.
+    exact_ : bool
+        Whether training used exact dynamic programming.
+
+    See Also
+    --------
+    skgpstruct.chain.randomized.randomized_log_partition : the estimator of
+        ``log Z`` used in training.
+
+    References
+    ----------
+    .. [1] Y. Fu, J. P. Cunningham and M. Lapata, "Scaling Structured
+       Inference with Randomization", ICML 2022.
+
+    Examples
+    --------
+    >>> from skgpstruct import RandomizedCRFTagger
+    >>> from skgpstruct.datasets import make_chain_data
+    >>> X, y = make_chain_data(n_sequences=60, n_classes=4, n_features=8, random_state=0)
+    >>> crf = RandomizedCRFTagger(c2=0.01, random_state=0).fit(X[:40], y[:40])
+    >>> bool(crf.score(X[40:], y[40:]) > 0.5)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "n_top": [Interval(Integral, 1, None, closed="left"),
+                  Interval(Real, 0, 1, closed="right"), None],
+        "n_sampled": [Interval(Integral, 0, None, closed="left"),
+                      Interval(Real, 0, 1, closed="right")],
+        "proposal": [StrOptions(set(rdp.PROPOSALS))],
+        "transitions": [StrOptions({"full", "low_rank"})],
+        "rank": [Interval(Integral, 1, None, closed="left")],
+        "c2": [Interval(Real, 0, None, closed="left")],
+        "optimizer": [StrOptions({"auto", "lbfgs", "adam", "sgd"})],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "beam_size": [Interval(Integral, 1, None, closed="left"), None],
+        "n_jobs": [Integral, None],
+        "device": [StrOptions({"cpu", "auto"})],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        *,
+        n_top=None,
+        n_sampled=0,
+        proposal="local+global",
+        transitions="full",
+        rank=32,
+        c2=0.1,
+        optimizer="auto",
+        learning_rate=0.05,
+        batch_size=32,
+        max_iter=100,
+        tol=1e-5,
+        beam_size=None,
+        n_jobs=None,
+        device="cpu",
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+    ):
+        self.n_top = n_top
+        self.n_sampled = n_sampled
+        self.proposal = proposal
+        self.transitions = transitions
+        self.rank = rank
+        self.c2 = c2
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.tol = tol
+        self.beam_size = beam_size
+        self.n_jobs = n_jobs
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    # ------------------------------------------------------------ parameters
+    def _layout(self):
+        D, V = self.n_features_in_, len(self.classes_)
+        sizes = [D * V, V]
+        if self.transitions == "full":
+            sizes.append(V * V)
+        else:
+            sizes += [V * self.rank, V * self.rank]
+        return np.cumsum([0] + sizes)
+
+    def _unpack(self, theta):
+        D, V = self.n_features_in_, len(self.classes_)
+        cuts = self._layout()
+        W = theta[cuts[0] : cuts[1]].reshape(D, V)
+        b = theta[cuts[1] : cuts[2]]
+        if self.transitions == "full":
+            return W, b, theta[cuts[2] : cuts[3]].reshape(V, V)
+        left = theta[cuts[2] : cuts[3]].reshape(V, self.rank)
+        right = theta[cuts[3] : cuts[4]].reshape(V, self.rank)
+        return W, b, (left, right)
+
+    def _pack(self):
+        parts = [self.coef_.ravel(), self.intercept_]
+        if self.transitions == "full":
+            parts.append(self.transition_.ravel())
+        else:
+            parts += [self.transition_left_.ravel(), self.transition_right_.ravel()]
+        return np.concatenate(parts).astype(np.float64)
+
+    def _store(self, theta):
+        W, b, trans = self._unpack(theta)
+        self.coef_ = W.copy()
+        self.intercept_ = b.copy()
+        if self.transitions == "full":
+            self.transition_ = trans.copy()
+            self.transition_left_ = self.transition_right_ = None
+        else:
+            self.transition_ = None
+            self.transition_left_ = trans[0].copy()
+            self.transition_right_ = trans[1].copy()
+
+    def _penalty(self, theta):
+        """``c2 * ||theta||^2`` over all but the bias, and its gradient."""
+        cuts = self._layout()
+        mask = np.ones_like(theta)
+        mask[cuts[1] : cuts[2]] = 0.0
+        return self.c2 * np.sum(mask * theta**2), 2.0 * self.c2 * mask * theta
+
+    # --------------------------------------------------------------- losses
+    def _chunk_loss_grad(self, theta, data, seeds):
+        """Negative log-likelihood (exact or randomized) of a chunk + gradient."""
+        W, b, trans = self._unpack(theta)
+        V = len(self.classes_)
+        U = np.asarray(data.X_flat @ W) + b
+        gW_shape = W.shape
+        if self.exact_:
+            if self.transitions == "full":
+                B = trans
+            else:
+                B = trans[0] @ trans[1].T
+            values, gU, gB = chain.log_likelihood_grad_ragged(U, data.lengths, B, data.y_flat)
+            loss = -float(values.sum())
+            if self.transitions == "full":
+                g_trans = [-gB.ravel()]
+            else:
+                g_trans = [-(gB @ trans[1]).ravel(), -(gB.T @ trans[0]).ravel()]
+        else:
+            loss, gU, g_trans = self._randomized_chunk(U, trans, data, seeds, V)
+        gU_neg = -gU
+        gW = np.asarray(data.X_flat.T @ gU_neg).reshape(gW_shape)
+        gb = gU_neg.sum(axis=0)
+        return loss, np.concatenate([gW.ravel(), gb] + g_trans)
+
+    def _randomized_chunk(self, U, trans, data, seeds, V):
+        """log-likelihood terms on randomized sub-lattices (gold states forced)."""
+        full = self.transitions == "full"
+        Bspec = trans if full else rdp.LowRankTransitions(trans[0], trans[1])
+        gU = np.zeros_like(U)
+        if full:
+            gB = np.zeros((V, V))
+        else:
+            gL = np.zeros_like(trans[0])
+            gR = np.zeros_like(trans[1])
+        loss = 0.0
+        for n in range(data.n_sequences):
+            s, e = data.offsets[n], data.offsets[n + 1]
+            Un, yn = U[s:e], data.y_flat[s:e]
+            res = rdp.randomized_marginals(
+                Un, Bspec, self._n_top_, self._n_sampled_, proposal=self.proposal,
+                random_state=int(seeds[n]), force=yn,
+            )
+            gold = Un[np.arange(e - s), yn].sum()
+            if full:
+                gold += trans[yn[:-1], yn[1:]].sum()
+                np.add.at(gB, (yn[:-1], yn[1:]), 1.0)
+                gB -= res.pairwise
+            else:
+                left, right = trans
+                gold += np.einsum("tr,tr->", left[yn[:-1]], right[yn[1:]])
+                np.add.at(gL, yn[:-1], right[yn[1:]])
+                np.add.at(gR, yn[1:], left[yn[:-1]])
+                gL -= res.grad_left
+                gR -= res.grad_right
+            loss -= gold - res.log_partition
+            gU[s:e] -= res.unary
+            gU[s + np.arange(e - s), yn] += 1.0
+        g_trans = [-gB.ravel()] if full else [-gL.ravel(), -gR.ravel()]
+        return loss, gU, g_trans
+
+    def _loss_grad(self, theta, data, seq_idx, seeds, parallel):
+        """Summed loss and gradient over ``seq_idx`` (chunks in fixed order)."""
+        chunks = [seq_idx[i : i + _CHUNK_SEQUENCES]
+                  for i in range(0, len(seq_idx), _CHUNK_SEQUENCES)]
+        seed_chunks = [seeds[i : i + _CHUNK_SEQUENCES]
+                       for i in range(0, len(seq_idx), _CHUNK_SEQUENCES)]
+        results = parallel(
+            delayed(self._chunk_loss_grad)(theta, data.subset(c), s)
+            for c, s in zip(chunks, seed_chunks)
+        )
+        loss = 0.0
+        grad = np.zeros_like(theta)
+        for value, g in results:  # fixed order: deterministic sums
+            loss += value
+            grad += g
+        return loss, grad
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Fit the CRF.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+        y : list of array-like of shape (T_n,)
+            Labels of each sequence.
+
+        Returns
+        -------
+        self : RandomizedCRFTagger
+            The fitted estimator.
+        """
+        self._validate_params()
+        data = SequenceData.from_sequences(X, y)
+        encoder = LabelEncoder().fit(data.y_flat)
+        if len(encoder.classes_) < 2:
+            raise ValueError(
+                "y has a single label "
+                f"({encoder.classes_[0]!r}); a tagger needs at least 2 classes."
+            )
+        warm = (
+            self.warm_start
+            and hasattr(self, "coef_")
+            and np.array_equal(getattr(self, "classes_", None), encoder.classes_)
+            and self.n_features_in_ == data.X_flat.shape[1]
+        )
+        old_theta = self._pack() if warm else None
+        self.classes_ = encoder.classes_
+        self.n_features_in_ = data.X_flat.shape[1]
+        data.y_flat = encoder.transform(data.y_flat).astype(np.int64)
+        V = len(self.classes_)
+        rng = check_random_state(self.random_state)
+        self._n_top_ = _resolve_count(self.n_top, V)
+        self._n_sampled_ = _resolve_count(self.n_sampled, V) or 0
+        self.exact_ = self._n_top_ is None or self._n_top_ + self._n_sampled_ >= V
+        optimizer = self.optimizer
+        if optimizer == "auto":
+            optimizer = "lbfgs" if self.exact_ else "adam"
+        if optimizer == "lbfgs" and not self.exact_:
+            raise ValueError(
+                "optimizer='lbfgs' needs exact dynamic programming (the "
+                "randomized loss changes with every draw); use 'adam' or 'sgd', "
+                "or n_top=None."
+            )
+        if old_theta is not None:
+            theta = old_theta
+        else:
+            D = self.n_features_in_
+            init = [np.zeros(D * V), np.zeros(V)]
+            if self.transitions == "full":
+                init.append(np.zeros(V * V))
+            else:
+                scale = 0.01
+                init += [scale * rng.standard_normal(V * self.rank),
+                         scale * rng.standard_normal(V * self.rank)]
+            theta = np.concatenate(init)
+        all_idx = np.arange(data.n_sequences)
+        self.loss_history_ = []
+        with Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
+            if optimizer == "lbfgs":
+                zeros = np.zeros(data.n_sequences, dtype=np.int64)
+
+                def fun(t):
+                    loss, grad = self._loss_grad(t, data, all_idx, zeros, parallel)
+                    pen, gpen = self._penalty(t)
+                    return loss + pen, grad + gpen
+
+                def cb(value):
+                    if self.verbose:
+                        print(f"iter {len(self.loss_history_)}: loss {value:.6g}",
+                              flush=True)
+
+                theta, self.n_iter_, self.loss_history_ = minimize_lbfgs(
+                    fun, theta, max_iter=self.max_iter, tol=self.tol, callback=cb
+                )
+            else:
+                theta = self._fit_stochastic(theta, data, optimizer, rng, parallel)
+        self._store(theta)
+        return self
+
+    def _fit_stochastic(self, theta, data, optimizer, rng, parallel):
+        import warnings
+
+        from sklearn.exceptions import ConvergenceWarning
+
+        n = data.n_sequences
+        batch = min(self.batch_size, n)
+        n_batches = -(-n // batch)
+        opt = make_optimizer(optimizer, self.learning_rate)
+        small = 0
+        for epoch in range(self.max_iter):
+            order = rng.permutation(n)
+            seeds = rng.randint(0, np.iinfo(np.int32).max, size=n)
+            epoch_loss = 0.0
+            for k in range(n_batches):
+                idx = order[k * batch : (k + 1) * batch]
+                loss, grad = self._loss_grad(theta, data, idx, seeds[idx], parallel)
+                pen, gpen = self._penalty(theta)
+                scale = 1.0 / len(idx)
+                # Per-sequence loss; the penalty spread over the epoch's batches.
+                g = scale * grad + gpen / n
+                opt.step(theta, g)
+                epoch_loss += loss + pen * len(idx) / n
+            self.loss_history_.append(epoch_loss)
+            if self.verbose:
+                print(f"epoch {epoch + 1}: loss {epoch_loss:.6g}", flush=True)
+            if epoch > 0:
+                prev = self.loss_history_[-2]
+                rel = (prev - epoch_loss) / max(abs(prev), 1e-12)
+                small = small + 1 if rel < self.tol else 0
+                if small >= 2:
+                    self.n_iter_ = epoch + 1
+                    return theta
+        self.n_iter_ = self.max_iter
+        warnings.warn(
+            f"Stochastic optimisation reached max_iter={self.max_iter} epochs "
+            "without the loss settling; increase max_iter.",
+            ConvergenceWarning,
+        )
+        return theta
+
+    # -------------------------------------------------------------- predict
+    def _check_X(self, X):
+        check_is_fitted(self, "coef_")
+        return SequenceData.from_sequences(X, n_features=self.n_features_in_)
+
+    def _unary(self, data):
+        return np.asarray(data.X_flat @ self.coef_) + self.intercept_
+
+    def _dense_transitions(self):
+        if self.transition_ is not None:
+            return self.transition_
+        return self.transition_left_ @ self.transition_right_.T
+
+    def _transition_spec(self):
+        if self.transition_ is not None:
+            return self.transition_
+        return (self.transition_left_, self.transition_right_)
+
+    def predict(self, X):
+        """Most likely label sequence of each input sequence (Viterbi).
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+
+        Returns
+        -------
+        y_pred : list of ndarray of shape (T_n,)
+            Predicted labels (values from ``classes_``).
+        """
+        data = self._check_X(X)
+        U = self._unary(data)
+        if self.beam_size is None:
+            paths, _ = chain.viterbi_ragged(U, data.lengths, self._dense_transitions())
+            parts = data.split(paths)
+        else:
+            spec = self._transition_spec()
+            parts = [beam_viterbi(u, spec, self.beam_size)[0] for u in data.split(U)]
+        return [self.classes_[p] for p in parts]
+
+    def predict_single(self, x):
+        """Predict the labels of one sequence.
+
+        Parameters
+        ----------
+        x : array-like or sparse matrix of shape (T, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (T,)
+        """
+        return self.predict([x])[0]
+
+    def predict_marginals(self, X):
+        """Per-token label marginals p(y_t = j | x).
+
+        Exact forward-backward; with ``beam_size`` set, the marginals of the
+        chain restricted to the ``beam_size`` best unary states per position
+        (zero elsewhere).
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+
+        Returns
+        -------
+        marginals : list of ndarray of shape (T_n, n_classes)
+            Columns ordered as ``classes_``; rows sum to 1.
+        """
+        data = self._check_X(X)
+        U = self._unary(data)
+        out = []
+        if self.beam_size is None:
+            B = self._dense_transitions()
+            for u in data.split(U):
+                out.append(chain.marginals(u, B)[0])
+        else:
+            spec = self._transition_spec()
+            if isinstance(spec, tuple):
+                spec = rdp.LowRankTransitions(*spec)
+            for u in data.split(U):
+                k = min(self.beam_size, u.shape[1])
+                out.append(rdp.randomized_marginals(u, spec, k, 0, proposal="local").unary)
+        return out
+
+    def score(self, X, y):
+        """Token accuracy of ``predict(X)`` against ``y``.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+        y : list of array-like of shape (T_n,)
+            True labels.
+
+        Returns
+        -------
+        score : float
+            Fraction of tokens labelled correctly.
+        """
+        return flat_accuracy_score(y, self.predict(X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.sparse = True
+        tags.target_tags.required = True
+        tags.non_deterministic = False
+        return tags

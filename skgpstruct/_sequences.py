@@ -1,0 +1,121 @@
+"""Internal containers for validated, label-encoded sequence data.
+
+Estimators convert the user's list-of-sequences input once into a
+:class:`SequenceData`: all tokens stacked into one matrix (CSR or dense),
+``lengths`` and ``offsets`` (hmmlearn's flat layout), and integer labels.
+Minibatches are views made by :meth:`SequenceData.subset`.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._validation import check_sequences, check_X_sequences, stack_sequences
+
+__all__ = ["SequenceData", "encode_labels"]
+
+
+class SequenceData:
+    """Stacked tokens of a list of sequences.
+
+    Parameters
+    ----------
+    X_flat : ndarray or csr_matrix of shape (n_tokens, n_features)
+    lengths : ndarray of int64 of shape (n_sequences,)
+    y_flat : ndarray of int64 of shape (n_tokens,), default=None
+        Encoded labels.
+    """
+
+    def __init__(self, X_flat, lengths, y_flat=None):
+        self.X_flat = X_flat
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
+        self.y_flat = y_flat
+
+    @property
+    def n_sequences(self):
+        return len(self.lengths)
+
+    @property
+    def n_tokens(self):
+        return int(self.offsets[-1])
+
+    def token_index(self, seq_idx):
+        """Row indices of the tokens of the sequences ``seq_idx`` (in order)."""
+        seq_idx = np.asarray(seq_idx, dtype=np.int64)
+        if len(seq_idx) == 0:
+            return np.zeros(0, dtype=np.int64)
+        starts = self.offsets[seq_idx]
+        lens = self.lengths[seq_idx]
+        rel = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)
+        return np.repeat(starts, lens) + rel
+
+    def subset(self, seq_idx):
+        """A new :class:`SequenceData` with the sequences ``seq_idx`` (in order)."""
+        seq_idx = np.asarray(seq_idx, dtype=np.int64)
+        if np.array_equal(seq_idx, np.arange(self.n_sequences)):
+            return self
+        rows = self.token_index(seq_idx)
+        y = None if self.y_flat is None else self.y_flat[rows]
+        return SequenceData(self.X_flat[rows], self.lengths[seq_idx], y)
+
+    def split(self, A):
+        """Split a token-level array into per-sequence parts."""
+        return [A[self.offsets[i] : self.offsets[i + 1]] for i in range(self.n_sequences)]
+
+    @classmethod
+    def from_sequences(cls, X, y=None, *, n_features=None, label_encoder=None):
+        """Validate ``X`` (and ``y``) and stack them.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+        y : list of array-like of shape (T_n,), default=None
+        n_features : int, default=None
+            Required number of features (after fit).
+        label_encoder : LabelEncoder, default=None
+            Fitted encoder used to map ``y`` to integers (unknown labels
+            raise a ValueError).
+
+        Returns
+        -------
+        data : SequenceData
+        """
+        if y is None:
+            X = check_X_sequences(X, n_features=n_features)
+            y_flat = None
+        else:
+            X, y = check_sequences(X, y, n_features=n_features)
+            y_flat = np.concatenate(y)
+            if label_encoder is not None:
+                y_flat = encode_labels(label_encoder, y_flat)
+        X_flat, lengths = stack_sequences(X)
+        if sp.issparse(X_flat):
+            X_flat = sp.csr_matrix(X_flat)
+        return cls(X_flat, lengths, y_flat)
+
+
+def encode_labels(label_encoder, y_flat):
+    """Map labels to integers with a fitted encoder; unknown labels raise.
+
+    Parameters
+    ----------
+    label_encoder : LabelEncoder
+        Fitted encoder (``classes_`` sorted).
+    y_flat : ndarray of shape (n_tokens,)
+
+    Returns
+    -------
+    codes : ndarray of int64 of shape (n_tokens,)
+    """
+    classes = label_encoder.classes_
+    try:
+        unknown = ~np.isin(y_flat, classes)
+    except TypeError:
+        unknown = np.ones(len(y_flat), dtype=bool)
+    if unknown.any():
+        bad = list(dict.fromkeys(y_flat[unknown].tolist()))[:5]
+        raise ValueError(
+            f"y contains labels not seen in fit: {bad}; known labels are "
+            f"{list(classes)[:20]}."
+        )
+    return label_encoder.transform(y_flat).astype(np.int64)
