@@ -21,6 +21,21 @@ from .exact import (
     viterbi_ragged,
 )
 from .pseudo import pseudo_log_likelihood, pseudo_log_likelihood_grad
+from .randomized import (
+    IndexSets,
+    LowRankTransitions,
+    RandomizedForward,
+    RandomizedGumbelSample,
+    RandomizedMarginals,
+    make_proposal,
+    randomized_entropy,
+    randomized_gumbel_sample,
+    randomized_log_partition,
+    randomized_log_partition_draws,
+    randomized_marginals,
+    sample_index_sets,
+    topk_log_partition,
+)
 
 __all__ = [
     "forward_log",
@@ -35,4 +50,17 @@ __all__ = [
     "marginals_ragged",
     "pseudo_log_likelihood",
     "pseudo_log_likelihood_grad",
+    "LowRankTransitions",
+    "IndexSets",
+    "RandomizedForward",
+    "RandomizedMarginals",
+    "RandomizedGumbelSample",
+    "make_proposal",
+    "sample_index_sets",
+    "randomized_log_partition",
+    "randomized_log_partition_draws",
+    "randomized_marginals",
+    "randomized_entropy",
+    "randomized_gumbel_sample",
+    "topk_log_partition",
 ]
