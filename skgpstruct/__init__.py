@@ -12,6 +12,7 @@ in :mod:`skgpstruct.datasets`, :mod:`skgpstruct.features` and
 
 __version__ = "0.1.0.dev0"
 
+from ._gpstruct import GPStructTagger  # noqa: E402
 from ._randomized_crf import RandomizedCRFTagger  # noqa: E402
 
-__all__ = ["RandomizedCRFTagger", "__version__"]
+__all__ = ["GPStructTagger", "RandomizedCRFTagger", "__version__"]

@@ -1,0 +1,679 @@
+"""GPStructTagger: a linear-chain CRF with Gaussian-process potentials.
+
+The estimator is thin: it validates input, chooses inducing points,
+initialises the variational posterior and runs an optimiser on the ELBO of
+:mod:`skgpstruct.gp.elbo`; predictions average forward-backward marginals
+over posterior samples of the potentials.
+"""
+
+import warnings
+from contextlib import nullcontext
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import Parallel, delayed
+from scipy.linalg import cholesky
+from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process.kernels import Kernel
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
+
+from . import chain
+from ._sequences import SequenceData, encode_labels
+from .gp import elbo as _elbo
+from .gp.inducing import init_inducing_points
+from .gp.kernels import LinearKernel
+from .gp.posterior import (
+    VariationalLayout,
+    VariationalParams,
+    init_variational_params,
+    mixture_kl,
+    transition_kl,
+)
+from .likelihoods import Likelihood, get_likelihood
+from .metrics import flat_accuracy_score
+from .optim import make_optimizer, minimize_lbfgs
+
+__all__ = ["GPStructTagger"]
+
+# Sequences per unit of parallel work: fixed, so that sums (and hence the
+# fitted model) do not depend on n_jobs.
+_CHUNK_SEQUENCES = 16
+_SEED_MAX = np.iinfo(np.int32).max
+
+
+class GPStructTagger(BaseEstimator):
+    """Linear-chain CRF whose potentials are Gaussian processes (GPstruct).
+
+    One GP per label over the token features gives the unary potentials; the
+    transition potentials have a Gaussian prior. The posterior is learned by
+    *gray-box* sparse variational inference (Galliani, Dezfouli, Bonilla and
+    Quadrianto, AISTATS 2017): inducing points, a mixture-of-Gaussians
+    posterior, and an expected log-likelihood estimated by sampling only
+    ``T_n``-dimensional Gaussians per sequence and label.
+
+    Parameters
+    ----------
+    kernel : Kernel, default=None
+        Covariance of every label's GP, an sklearn kernel object (searchable
+        as ``kernel__*``). None means ``LinearKernel()`` (``k(x, x') =
+        <x, x'>``, the GPstruct papers' choice); the kernels of
+        :mod:`skgpstruct.gp.kernels` accept scipy.sparse features, sklearn's
+        own kernels need dense ones.
+    n_inducing : int, default=500
+        Number of inducing points. At or above the number of distinct
+        training tokens the model is the full (non-sparse) GP.
+    inducing : {"kmeans", "random"}, default="kmeans"
+        How inducing points are chosen among the training tokens.
+    n_components : int, default=1
+        Number of Gaussian components of the posterior mixture.
+    posterior : {"mean_field", "coupled"}, default="mean_field"
+        Independent posteriors per label, or one Gaussian coupling all
+        labels' inducing values (small ``n_inducing * n_classes`` only).
+    likelihood : {"crf", "pseudo"} or Likelihood, default="crf"
+        Exact CRF likelihood (forward-backward) or the piecewise
+        pseudo-likelihood, or any :class:`skgpstruct.likelihoods.Likelihood`.
+    gradient : {"pathwise", "score"}, default="pathwise"
+        Estimator of the expected log-likelihood's gradient:
+        reparameterisation through the per-sequence Cholesky factor, or the
+        paper's score-function (gray-box) estimator with control variates.
+    n_samples : int, default=10
+        Samples per sequence and mixture component for the expected
+        log-likelihood.
+    n_predict_samples : int, default=64
+        Posterior samples per sequence averaged by ``predict_marginals``.
+    optimizer : {"lbfgs", "adam", "sgd", "saga"}, default="lbfgs"
+        L-BFGS on the fixed-sample ELBO (samples drawn once), or stochastic
+        steps on minibatches of sequences with fresh samples every step.
+    learning_rate : float, default=0.01
+        Step size of the stochastic optimisers.
+    batch_size : int or None, default=None
+        Sequences per minibatch of the stochastic optimisers (None: all).
+    max_iter : int, default=300
+        L-BFGS iterations, or epochs of the stochastic optimisers.
+    tol : float, default=1e-6
+        Relative tolerance on the objective (L-BFGS), or on the change of
+        the epoch's ELBO (stochastic optimisers, two epochs in a row).
+    optimize_hyperparameters : bool, default=False
+        Also learn the kernel hyperparameters (``kernel.theta``).
+    decode : {"marginal", "viterbi"}, default="marginal"
+        ``predict`` takes the per-token argmax of the averaged marginals
+        (minimum expected Hamming loss), or runs Viterbi on the posterior
+        mean potentials.
+    jitter : float, default=1e-4
+        Added to the diagonal of the kernel matrices.
+    transition_prior_var : float, default=1.0
+        Prior variance of the transition potentials.
+    n_jobs : int or None, default=None
+        Threads over chunks of sequences. Results do not depend on it.
+    device : {"cpu", "auto"}, default="cpu"
+        Where the dynamic programmes run (``"auto"`` is the CPU until the
+        CUDA kernels are available).
+    random_state : int, RandomState or None, default=None
+        Seeds the inducing points, the initial means and every sample.
+    verbose : int, default=0
+        Print the objective while fitting (a tqdm progress bar for the
+        stochastic optimisers).
+    warm_start : bool, default=False
+        Reuse the previous posterior, inducing points and kernel when
+        refitting on data with the same labels and features.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Labels seen in ``fit``.
+    kernel_ : Kernel
+        The kernel with the fitted hyperparameters.
+    inducing_points_ : ndarray or csr_matrix of shape (n_inducing, n_features)
+        Inducing inputs ``Z``.
+    q_mu_ : ndarray of shape (n_components, n_classes, n_inducing)
+        Whitened posterior means.
+    q_sqrt_ : ndarray
+        Lower Cholesky factors of the whitened posterior covariances, of
+        shape (n_components, n_classes, n_inducing, n_inducing), or
+        (n_components, n_classes * n_inducing, n_classes * n_inducing)
+        coupled.
+    weights_ : ndarray of shape (n_components,)
+        Mixture weights.
+    transition_mean_ : ndarray of shape (n_classes, n_classes)
+        Posterior means of the transition potentials.
+    transition_var_ : ndarray of shape (n_classes, n_classes)
+        Posterior variances of the transition potentials.
+    n_features_in_ : int
+        Number of token features.
+    n_iter_ : int
+        Iterations (L-BFGS) or epochs run.
+    elbo_history_ : list of float
+        ELBO after every iteration / epoch.
+
+    See Also
+    --------
+    RandomizedCRFTagger : a (non-Bayesian) CRF for very large label sets.
+
+    References
+    ----------
+    .. [1] P. Galliani, A. Dezfouli, E. V. Bonilla and N. Quadrianto,
+       "Gray-box inference for structured Gaussian process models",
+       AISTATS 2017.
+    .. [2] S. Bratieres, N. Quadrianto and Z. Ghahramani, "GPstruct:
+       Bayesian structured prediction using Gaussian processes", IEEE TPAMI
+       2015.
+
+    Examples
+    --------
+    >>> from skgpstruct import GPStructTagger
+    >>> from skgpstruct.datasets import make_chain_data
+    >>> X, y = make_chain_data(n_sequences=40, n_classes=3, n_features=5, random_state=0)
+    >>> gp = GPStructTagger(n_inducing=20, tol=1e-4, random_state=0)
+    >>> gp = gp.fit(X[:30], y[:30])
+    >>> marginals = gp.predict_marginals(X[30:])
+    >>> marginals[0].shape == (len(y[30]), 3)
+    True
+    >>> bool(gp.score(X[30:], y[30:]) > 0.8)
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "kernel": [Kernel, None],
+        "n_inducing": [Interval(Integral, 1, None, closed="left")],
+        "inducing": [StrOptions({"kmeans", "random"})],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "posterior": [StrOptions({"mean_field", "coupled"})],
+        "likelihood": [StrOptions({"crf", "pseudo"}), Likelihood],
+        "gradient": [StrOptions({"pathwise", "score"})],
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_predict_samples": [Interval(Integral, 1, None, closed="left")],
+        "optimizer": [StrOptions({"lbfgs", "adam", "sgd", "saga"})],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "optimize_hyperparameters": ["boolean"],
+        "decode": [StrOptions({"marginal", "viterbi"})],
+        "jitter": [Interval(Real, 0, None, closed="left")],
+        "transition_prior_var": [Interval(Real, 0, None, closed="neither")],
+        "n_jobs": [Integral, None],
+        "device": [StrOptions({"cpu", "auto"})],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+    }
+
+    def __init__(
+        self,
+        *,
+        kernel=None,
+        n_inducing=500,
+        inducing="kmeans",
+        n_components=1,
+        posterior="mean_field",
+        likelihood="crf",
+        gradient="pathwise",
+        n_samples=10,
+        n_predict_samples=64,
+        optimizer="lbfgs",
+        learning_rate=0.01,
+        batch_size=None,
+        max_iter=300,
+        tol=1e-6,
+        optimize_hyperparameters=False,
+        decode="marginal",
+        jitter=1e-4,
+        transition_prior_var=1.0,
+        n_jobs=None,
+        device="cpu",
+        random_state=None,
+        verbose=0,
+        warm_start=False,
+    ):
+        self.kernel = kernel
+        self.n_inducing = n_inducing
+        self.inducing = inducing
+        self.n_components = n_components
+        self.posterior = posterior
+        self.likelihood = likelihood
+        self.gradient = gradient
+        self.n_samples = n_samples
+        self.n_predict_samples = n_predict_samples
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.max_iter = max_iter
+        self.tol = tol
+        self.optimize_hyperparameters = optimize_hyperparameters
+        self.decode = decode
+        self.jitter = jitter
+        self.transition_prior_var = transition_prior_var
+        self.n_jobs = n_jobs
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+        self.warm_start = warm_start
+
+    # ----------------------------------------------------------- objective
+    def _params(self):
+        return VariationalParams(
+            q_mu=self.q_mu_, q_sqrt=self.q_sqrt_, weights=self.weights_,
+            m_bin=self.transition_mean_, s_bin=self.transition_var_,
+        )
+
+    def _chunks(self, seq_idx):
+        return [seq_idx[i : i + _CHUNK_SEQUENCES]
+                for i in range(0, len(seq_idx), _CHUNK_SEQUENCES)]
+
+    def _ell(self, lik, kernel, data, seq_idx, params, seeds, Lzz, parallel,
+             hyperparameters, terms=None):
+        """Summed expected log-likelihood of ``seq_idx`` and its gradients.
+
+        ``terms`` are the kernel quantities of all of ``data`` (reused while
+        the hyperparameters are fixed); None computes them per chunk.
+        """
+
+        def work(chunk, chunk_seeds):
+            sub = data.subset(chunk)
+            if terms is None:
+                sub_terms = _elbo.compute_gp_terms(
+                    kernel, sub.X_flat, sub.lengths, self.inducing_points_,
+                    jitter=self.jitter, Lzz=Lzz,
+                )
+            else:
+                sub_terms = terms.subset(chunk)
+            eps, eps_bin = _elbo.draw_normals(
+                sub.lengths, params.q_mu.shape[0], len(self.classes_),
+                self.n_samples, chunk_seeds,
+            )
+            values, grad = _elbo.expected_log_likelihood(
+                lik, sub_terms, sub.y_flat, params, eps, eps_bin,
+                gradient=self.gradient, return_grad=True,
+                hyperparameters=hyperparameters, control_variate="cross",
+            )
+            if hyperparameters:
+                grad["theta"] = _elbo.kernel_matrix_grads_to_theta(
+                    kernel, sub.X_flat, sub.lengths, self.inducing_points_, grad,
+                )
+                for key in ("Knz", "Knn", "Kzz"):
+                    grad.pop(key, None)
+            return float(np.sum(values)), grad
+
+        starts = range(0, len(seq_idx), _CHUNK_SEQUENCES)
+        with threadpool_limits(1) if self._n_threads() > 1 else nullcontext():
+            results = parallel(
+                delayed(work)(c, seeds[i : i + len(c)])
+                for i, c in zip(starts, self._chunks(seq_idx))
+            )
+        total = 0.0
+        grad = None
+        for value, g in results:  # fixed order: deterministic sums
+            total += value
+            if grad is None:
+                grad = {k: np.array(v, dtype=np.float64) for k, v in g.items()}
+            else:
+                for k, v in g.items():
+                    grad[k] += v
+        return total, grad
+
+    def _n_threads(self):
+        from joblib import effective_n_jobs
+
+        return effective_n_jobs(self.n_jobs)
+
+    def _objective(self, x, layout, lik, data, seq_idx, seeds, scale, parallel,
+                   terms=None):
+        """Negative ELBO (ELL of ``seq_idx`` scaled by ``scale``) and gradient."""
+        hyper = self.optimize_hyperparameters
+        params = layout.unpack(x[: layout.size])
+        kernel = self.kernel_
+        Lzz = None
+        if hyper:
+            kernel = kernel.clone_with_theta(x[layout.size :])
+            Lzz = _elbo.inducing_cholesky(kernel, self.inducing_points_, self.jitter)
+            terms = None
+        ell, g_ell = self._ell(lik, kernel, data, seq_idx, params, seeds, Lzz,
+                               parallel, hyper, terms)
+        kl_u, g_u = mixture_kl(params.q_mu, params.q_sqrt, params.weights,
+                               return_grad=True)
+        kl_b, g_b = transition_kl(params.m_bin, params.s_bin,
+                                  self.transition_prior_var, return_grad=True)
+        value = scale * ell - kl_u - kl_b
+        grad = {}
+        for key in ("q_mu", "q_sqrt", "weights"):
+            grad[key] = scale * g_ell[key] - g_u[key]
+        for key in ("m_bin", "s_bin"):
+            grad[key] = scale * g_ell[key] - g_b[key]
+        flat = layout.pack_gradient(params, grad)
+        if hyper:
+            flat = np.concatenate([flat, scale * g_ell["theta"]])
+        return -value, -flat
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Fit the variational posterior.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+        y : list of array-like of shape (T_n,)
+            Labels of each sequence.
+
+        Returns
+        -------
+        self : GPStructTagger
+            The fitted estimator.
+        """
+        self._validate_params()
+        data = SequenceData.from_sequences(X, y)
+        encoder = LabelEncoder().fit(data.y_flat)
+        if len(encoder.classes_) < 2:
+            raise ValueError(
+                f"y has a single label ({encoder.classes_[0]!r}); a tagger needs "
+                "at least 2 classes."
+            )
+        warm = (
+            self.warm_start
+            and hasattr(self, "q_mu_")
+            and np.array_equal(self.classes_, encoder.classes_)
+            and self.n_features_in_ == data.X_flat.shape[1]
+            and self.q_mu_.shape[0] == self.n_components
+        )
+        rng = check_random_state(self.random_state)
+        V = len(encoder.classes_)
+        data.y_flat = encoder.transform(data.y_flat).astype(np.int64)
+        lik = get_likelihood(self.likelihood)
+        if self.gradient == "pathwise" and not lik.has_gradient:
+            raise ValueError(
+                f"{type(lik).__name__} gives no gradient: use gradient='score'."
+            )
+        self.classes_ = encoder.classes_
+        self.n_features_in_ = data.X_flat.shape[1]
+        coupled = self.posterior == "coupled"
+        # Drawn whether or not they are used, so that a warm start sees the
+        # same samples as a cold one.
+        seed_inducing, seed_init = rng.randint(_SEED_MAX, size=2)
+        if warm:
+            params = self._params()
+        else:
+            self.kernel_ = clone(self.kernel) if self.kernel is not None else LinearKernel()
+            Z, fractions = init_inducing_points(
+                data.X_flat, data.y_flat, self.n_inducing, V, method=self.inducing,
+                random_state=seed_inducing,
+            )
+            self.inducing_points_ = Z
+            Lzz = _elbo.inducing_cholesky(self.kernel_, Z, self.jitter)
+            params = init_variational_params(
+                fractions, self.n_components, whiten=True, kzz_cholesky=Lzz,
+                coupled=coupled, random_state=seed_init,
+            )
+        M = params.q_mu.shape[2]
+        layout = VariationalLayout(self.n_components, V, M, coupled=coupled,
+                                   learn_weights=self.n_components > 1)
+        x = layout.pack(params)
+        if self.optimize_hyperparameters:
+            x = np.concatenate([x, self.kernel_.theta])
+        n = data.n_sequences
+        all_idx = np.arange(n)
+        terms = None
+        if not self.optimize_hyperparameters:
+            terms = _elbo.compute_gp_terms(
+                self.kernel_, data.X_flat, data.lengths, self.inducing_points_,
+                jitter=self.jitter,
+            )
+        self.elbo_history_ = []
+        with Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
+            if self.optimizer == "lbfgs":
+                seeds = rng.randint(_SEED_MAX, size=n)
+
+                def fun(z):
+                    return self._objective(z, layout, lik, data, all_idx, seeds,
+                                           1.0, parallel, terms)
+
+                def callback(value):
+                    self.elbo_history_.append(-value)
+                    if self.verbose:
+                        print(f"iter {len(self.elbo_history_)}: ELBO {-value:.6g}",
+                              flush=True)
+
+                x, self.n_iter_, _ = minimize_lbfgs(
+                    fun, x, max_iter=self.max_iter, tol=self.tol, callback=callback
+                )
+            else:
+                x = self._fit_stochastic(x, layout, lik, data, rng, parallel, terms)
+        self._store(x, layout)
+        return self
+
+    def _fit_stochastic(self, x, layout, lik, data, rng, parallel, terms):
+        n = data.n_sequences
+        batch = n if self.batch_size is None else min(self.batch_size, n)
+        n_batches = -(-n // batch)
+        scale = n / batch
+        opt = make_optimizer(self.optimizer, self.learning_rate, n_blocks=n_batches)
+        epochs = range(self.max_iter)
+        if self.verbose:
+            from tqdm.auto import tqdm
+
+            epochs = tqdm(epochs, desc="GPStructTagger", unit="epoch")
+        small = 0
+        fixed_blocks = np.arange(n)
+        for epoch in epochs:
+            order = fixed_blocks if self.optimizer == "saga" else rng.permutation(n)
+            seeds = rng.randint(_SEED_MAX, size=n)
+            total = 0.0
+            for k in range(n_batches):
+                idx = order[k * batch : (k + 1) * batch]
+                s = n / len(idx)
+                value, grad = self._objective(x, layout, lik, data, idx, seeds[idx],
+                                              s, parallel, terms)
+                # Gradients per training sequence, so that learning_rate
+                # means the same whatever the data size: the minibatch
+                # objective estimates the full one, and SAGA's blocks are
+                # the n_batches terms of its finite sum.
+                if self.optimizer == "saga":
+                    opt.step(x, grad / (n_batches * n), k)
+                else:
+                    opt.step(x, grad / n)
+                total += -value / n_batches
+            self.elbo_history_.append(total)
+            if self.verbose:
+                epochs.set_postfix(elbo=f"{total:.5g}")
+            if epoch > 0:
+                prev = self.elbo_history_[-2]
+                rel = abs(total - prev) / max(abs(prev), 1e-12)
+                small = small + 1 if rel < self.tol else 0
+                if small >= 2:
+                    self.n_iter_ = epoch + 1
+                    return x
+        self.n_iter_ = self.max_iter
+        warnings.warn(
+            f"{self.optimizer} reached max_iter={self.max_iter} epochs before the "
+            "ELBO settled; increase max_iter or tol.",
+            ConvergenceWarning,
+        )
+        return x
+
+    def _store(self, x, layout):
+        params = layout.unpack(x[: layout.size])
+        if self.optimize_hyperparameters:
+            self.kernel_ = self.kernel_.clone_with_theta(x[layout.size :])
+        self.q_mu_ = params.q_mu
+        self.q_sqrt_ = params.q_sqrt
+        self.weights_ = params.weights
+        self.transition_mean_ = params.m_bin
+        self.transition_var_ = params.s_bin
+        self._Lzz = _elbo.inducing_cholesky(self.kernel_, self.inducing_points_,
+                                            self.jitter)
+
+    # -------------------------------------------------------------- predict
+    def _check_X(self, X):
+        check_is_fitted(self, "q_mu_")
+        return SequenceData.from_sequences(X, n_features=self.n_features_in_)
+
+    def _sequence_moments(self, data):
+        """Posterior moments of the unary potentials of every sequence."""
+        terms = _elbo.compute_gp_terms(
+            self.kernel_, data.X_flat, data.lengths, self.inducing_points_,
+            jitter=self.jitter, Lzz=self._Lzz,
+        )
+        return _elbo.sequence_marginals(terms, self.q_mu_, self.q_sqrt_)
+
+    def _seeds(self, n):
+        rng = check_random_state(self.random_state)
+        return rng.randint(_SEED_MAX, size=n)
+
+    def _sample_marginals(self, b_n, Sigma_n, seed):
+        """Marginals of one sequence averaged over posterior samples."""
+        K, T, V = b_n.shape
+        S = self.n_predict_samples
+        rs = np.random.RandomState(seed)
+        out = np.zeros((T, V))
+        sd_bin = np.sqrt(self.transition_var_)
+        for k in range(K):
+            F = np.empty((S, T, V))
+            for j in range(V):
+                C = cholesky(Sigma_n[k, j], lower=True)
+                F[:, :, j] = b_n[k, :, j] + rs.standard_normal((S, T)) @ C.T
+            B = self.transition_mean_ + sd_bin * rs.standard_normal((S, V, V))
+            unary, _ = chain.marginals(F, B)
+            out += self.weights_[k] * unary.mean(axis=0)
+        return out
+
+    def predict_marginals(self, X):
+        """Per-token label marginals averaged over posterior samples.
+
+        Each of ``n_predict_samples`` samples of the potentials (per mixture
+        component) is run through forward-backward; the marginals are
+        averaged with the mixture weights.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+
+        Returns
+        -------
+        marginals : list of ndarray of shape (T_n, n_classes)
+            Columns ordered as ``classes_``; rows sum to 1.
+        """
+        data = self._check_X(X)
+        if self.posterior == "coupled":
+            raise NotImplementedError(
+                "predict_marginals with posterior='coupled' is not available yet."
+            )
+        b, Sigma = self._sequence_moments(data)
+        seeds = self._seeds(data.n_sequences)
+        offsets = data.offsets
+        # per-sequence work on small matrices: single-threaded BLAS is faster
+        with threadpool_limits(1), Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
+            out = parallel(
+                delayed(self._sample_marginals)(
+                    b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i]
+                )
+                for i in range(data.n_sequences)
+            )
+        return out
+
+    def predict(self, X):
+        """Label sequences: per-token argmax of the marginals, or Viterbi.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+
+        Returns
+        -------
+        y_pred : list of ndarray of shape (T_n,)
+            Predicted labels (values of ``classes_``).
+        """
+        if self.decode == "viterbi":
+            data = self._check_X(X)
+            b, _ = self._sequence_moments(data)
+            U = np.tensordot(self.weights_, b, axes=1)
+            paths, _ = chain.viterbi_ragged(U, data.lengths, self.transition_mean_)
+            return [self.classes_[p] for p in data.split(paths)]
+        return [self.classes_[m.argmax(axis=1)] for m in self.predict_marginals(X)]
+
+    def predict_single(self, x):
+        """Predict the labels of one sequence.
+
+        Parameters
+        ----------
+        x : array-like or sparse matrix of shape (T, n_features)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (T,)
+        """
+        return self.predict([x])[0]
+
+    def elbo(self, X, y):
+        """Evidence lower bound of the fitted posterior on ``(X, y)``.
+
+        The expected log-likelihood of the given sequences (estimated with
+        ``n_predict_samples`` samples per sequence and component) minus the
+        KL terms; useful to compare models on held-out data.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+        y : list of array-like of shape (T_n,)
+            Labels (all seen in ``fit``).
+
+        Returns
+        -------
+        elbo : float
+        """
+        check_is_fitted(self, "q_mu_")
+        data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_)
+        data.y_flat = encode_labels(self._encoder(), data.y_flat)
+        terms = _elbo.compute_gp_terms(
+            self.kernel_, data.X_flat, data.lengths, self.inducing_points_,
+            jitter=self.jitter, Lzz=self._Lzz,
+        )
+        eps, eps_bin = _elbo.draw_normals(
+            data.lengths, self.q_mu_.shape[0], len(self.classes_),
+            self.n_predict_samples, self._seeds(data.n_sequences),
+        )
+        values = _elbo.expected_log_likelihood(
+            get_likelihood(self.likelihood), terms, data.y_flat, self._params(),
+            eps, eps_bin, return_grad=False,
+        )
+        values = values[0] if isinstance(values, tuple) else values
+        kl = mixture_kl(self.q_mu_, self.q_sqrt_, self.weights_) + transition_kl(
+            self.transition_mean_, self.transition_var_, self.transition_prior_var
+        )
+        return float(np.sum(values) - kl)
+
+    def _encoder(self):
+        enc = LabelEncoder()
+        enc.classes_ = self.classes_
+        return enc
+
+    def score(self, X, y):
+        """Token accuracy of ``predict(X)`` against ``y``.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+        y : list of array-like of shape (T_n,)
+            True labels.
+
+        Returns
+        -------
+        score : float
+            Fraction of tokens labelled correctly.
+        """
+        return flat_accuracy_score(y, self.predict(X))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = False
+        tags.input_tags.sparse = True
+        tags.target_tags.required = True
+        tags.non_deterministic = False
+        return tags

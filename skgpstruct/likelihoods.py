@@ -1,0 +1,169 @@
+"""Structured likelihoods ``log p(y | f)`` for batches of sampled potentials.
+
+GPStructTagger's inference is *gray-box*: it only needs, for a sequence, the
+log-likelihood of its labels under a batch of ``S`` sampled unary potentials
+``F`` of shape (S, T, V) and transitions ``B`` of shape (S, V, V), and where
+available its gradient ``d log p / dF``, ``d log p / dB``. A likelihood is an
+object with that template (GPflow's ``Likelihood`` in spirit): a new one plugs
+in by subclassing :class:`Likelihood` and writing ``_log_prob`` (and
+``_log_prob_grad`` if it can), without touching the inference.
+
+Likelihoods are sklearn estimators as far as parameters go
+(``get_params`` / ``set_params`` / ``clone``), so ``likelihood__*`` is
+searchable in ``GridSearchCV``.
+"""
+
+import numpy as np
+from sklearn.base import BaseEstimator
+
+from . import chain
+
+__all__ = ["Likelihood", "CRFLikelihood", "PseudoLikelihood", "get_likelihood"]
+
+
+class Likelihood(BaseEstimator):
+    """Base class: ``log p(y | F, B)`` for a batch of samples.
+
+    Subclasses implement ``_log_prob(F, B, y)`` and, if the gradient is
+    available, ``_log_prob_grad(F, B, y)`` and set ``has_gradient = True``.
+    """
+
+    #: Whether :meth:`log_prob_grad` is available (needed by the pathwise
+    #: gradient estimator; the score-function estimator needs values only).
+    has_gradient = False
+
+    @staticmethod
+    def _check(F, B, y):
+        F = np.asarray(F, dtype=np.float64)
+        B = np.asarray(B, dtype=np.float64)
+        if F.ndim != 3:
+            raise ValueError(f"F must have shape (S, T, V), got {F.shape}.")
+        if B.ndim == 2:
+            B = np.broadcast_to(B, (F.shape[0],) + B.shape)
+        if B.shape != (F.shape[0], F.shape[2], F.shape[2]):
+            raise ValueError(
+                f"B must have shape (S, V, V) = {(F.shape[0], F.shape[2], F.shape[2])}, "
+                f"got {B.shape}."
+            )
+        y = np.asarray(y, dtype=np.int64)
+        if y.shape != (F.shape[1],):
+            raise ValueError(f"y must have shape (T,) = ({F.shape[1]},), got {y.shape}.")
+        return F, np.ascontiguousarray(B), y
+
+    def log_prob(self, F, B, y):
+        """``log p(y | F_s, B_s)`` for every sample ``s``.
+
+        Parameters
+        ----------
+        F : array-like of shape (S, T, V)
+            Sampled unary potentials of one sequence.
+        B : array-like of shape (S, V, V) or (V, V)
+            Sampled transition potentials (shared if 2-D).
+        y : array-like of int of shape (T,)
+            Encoded labels.
+
+        Returns
+        -------
+        values : ndarray of shape (S,)
+        """
+        return self._log_prob(*self._check(F, B, y))
+
+    def log_prob_grad(self, F, B, y):
+        """Values and gradients of ``log p(y | F_s, B_s)``.
+
+        Parameters
+        ----------
+        F : array-like of shape (S, T, V)
+            Sampled unary potentials of one sequence.
+        B : array-like of shape (S, V, V) or (V, V)
+            Sampled transition potentials.
+        y : array-like of int of shape (T,)
+            Encoded labels.
+
+        Returns
+        -------
+        values : ndarray of shape (S,)
+        grad_F : ndarray of shape (S, T, V)
+        grad_B : ndarray of shape (S, V, V)
+        """
+        if not self.has_gradient:
+            raise NotImplementedError(
+                f"{type(self).__name__} provides values only; use gradient='score'."
+            )
+        return self._log_prob_grad(*self._check(F, B, y))
+
+    def _log_prob(self, F, B, y):
+        raise NotImplementedError
+
+    def _log_prob_grad(self, F, B, y):
+        raise NotImplementedError
+
+
+class CRFLikelihood(Likelihood):
+    """Exact linear-chain CRF likelihood (forward-backward, O(T V^2)).
+
+    ``log p(y | F, B) = sum_t F[t, y_t] + sum_t B[y_{t-1}, y_t] - log Z(F, B)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lik = CRFLikelihood()
+    >>> F = np.zeros((2, 3, 2))
+    >>> np.round(lik.log_prob(F, np.zeros((2, 2)), [0, 1, 1]), 6)
+    array([-2.079442, -2.079442])
+    """
+
+    has_gradient = True
+
+    def _log_prob(self, F, B, y):
+        return chain.log_likelihood(F, B, y)
+
+    def _log_prob_grad(self, F, B, y):
+        return chain.log_likelihood_grad(F, B, y)
+
+
+class PseudoLikelihood(Likelihood):
+    """Piecewise pseudo-likelihood of the chain (O(T V)).
+
+    See :func:`skgpstruct.chain.pseudo_log_likelihood` for the definition.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lik = PseudoLikelihood()
+    >>> np.round(lik.log_prob(np.zeros((1, 2, 2)), np.zeros((2, 2)), [0, 1]), 6)
+    array([-2.772589])
+    """
+
+    has_gradient = True
+
+    def _log_prob(self, F, B, y):
+        return chain.pseudo_log_likelihood(F, B, y)
+
+    def _log_prob_grad(self, F, B, y):
+        return chain.pseudo_log_likelihood_grad(F, B, y)
+
+
+_BY_NAME = {"crf": CRFLikelihood, "pseudo": PseudoLikelihood}
+
+
+def get_likelihood(likelihood):
+    """A likelihood object from a name or an instance.
+
+    Parameters
+    ----------
+    likelihood : {"crf", "pseudo"} or Likelihood
+        Name or instance (returned as is).
+
+    Returns
+    -------
+    likelihood : Likelihood
+    """
+    if isinstance(likelihood, Likelihood):
+        return likelihood
+    if isinstance(likelihood, str) and likelihood in _BY_NAME:
+        return _BY_NAME[likelihood]()
+    raise ValueError(
+        f"Unknown likelihood {likelihood!r}; expected one of {sorted(_BY_NAME)} "
+        "or a skgpstruct.likelihoods.Likelihood instance."
+    )
