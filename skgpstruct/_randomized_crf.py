@@ -10,29 +10,51 @@ states per position (Fu, Cunningham and Lapata, ICML 2022), with the gold
 label always kept in the sub-lattice.
 """
 
+import math
+import sys
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 from joblib import Parallel, delayed
+from numba import njit
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from . import chain
 from ._sequences import SequenceData
 from .chain import randomized as rdp
+from .chain._rdp_batch import proposal_code, rdp_loss_grad_ragged
 from .chain.beam import beam_viterbi
 from .metrics import flat_accuracy_score
-from .optim import make_optimizer, minimize_lbfgs
+from .optim import Adam, minimize_lbfgs
 
 __all__ = ["RandomizedCRFTagger"]
 
 # Sequences per unit of parallel work. Fixed (not derived from n_jobs) so
 # that sums are taken in the same order whatever n_jobs is.
 _CHUNK_SEQUENCES = 32
+# Largest T * K^2 for which the randomized training pass keeps a sequence's
+# sub-lattice edge weights between its forward and backward sweeps (32 MB).
+_STORE_EDGES = 1 << 22
+
+
+def _active_features(X):
+    """Columns of ``X`` with a non-zero entry, or None if every column has one."""
+    if sp.issparse(X):
+        used = np.zeros(X.shape[1], dtype=bool)
+        used[X.indices[X.data != 0]] = True
+    else:
+        used = (X != 0).any(axis=0)
+    if used.all():
+        return None
+    return np.flatnonzero(used)
 
 
 def _resolve_count(value, n_classes):
@@ -42,6 +64,89 @@ def _resolve_count(value, n_classes):
     if isinstance(value, Integral):
         return int(value)
     return max(1, int(round(float(value) * n_classes)))
+
+
+@njit(cache=True, nogil=True)
+def _adam_range(params, grad, scale, decay, m, v, lr, beta1, beta2, epsilon, c1, c2,
+                start, stop):
+    for i in range(start, stop):
+        g = scale * grad[i] + decay * params[i]
+        m[i] = m[i] * beta1 + (1 - beta1) * g
+        v[i] = v[i] * beta2 + (1 - beta2) * g * g
+        params[i] -= lr * (m[i] / c1) / (math.sqrt(v[i] / c2) + epsilon)
+
+
+@njit(cache=True, nogil=True)
+def _adam_update(params, grad, scale, decay, bias_lo, bias_hi, m, v, lr, beta1,
+                 beta2, epsilon, t):
+    """One step of :class:`skgpstruct.optim.Adam`, fused into one pass.
+
+    The gradient is ``scale * grad + decay * params`` (decay off on
+    ``params[bias_lo:bias_hi]``); ``m``, ``v`` are the moment estimates and
+    ``t`` the step number (from 1). Same arithmetic as ``Adam.step``, without
+    its full-size temporaries.
+    """
+    c1 = 1 - beta1**t
+    c2 = 1 - beta2**t
+    n = params.shape[0]
+    _adam_range(params, grad, scale, decay, m, v, lr, beta1, beta2, epsilon, c1, c2,
+                0, bias_lo)
+    _adam_range(params, grad, scale, 0.0, m, v, lr, beta1, beta2, epsilon, c1, c2,
+                bias_lo, bias_hi)
+    _adam_range(params, grad, scale, decay, m, v, lr, beta1, beta2, epsilon, c1, c2,
+                bias_hi, n)
+
+
+@njit(cache=True, nogil=True)
+def _sgd_range(params, grad, scale, decay, velocity, lr, momentum, start, stop):
+    for i in range(start, stop):
+        g = scale * grad[i] + decay * params[i]
+        velocity[i] = velocity[i] * momentum - lr * g
+        params[i] += velocity[i]
+
+
+@njit(cache=True, nogil=True)
+def _sgd_update(params, grad, scale, decay, bias_lo, bias_hi, velocity, lr, momentum):
+    """One step of :class:`skgpstruct.optim.SGD` with momentum, fused."""
+    n = params.shape[0]
+    _sgd_range(params, grad, scale, decay, velocity, lr, momentum, 0, bias_lo)
+    _sgd_range(params, grad, scale, 0.0, velocity, lr, momentum, bias_lo, bias_hi)
+    _sgd_range(params, grad, scale, decay, velocity, lr, momentum, bias_hi, n)
+
+
+class _FusedOptimizer:
+    """Adam or SGD with momentum 0.9 (``optim.make_optimizer``'s settings)
+    on ``scale * grad + decay * params``, updated in one numba pass.
+
+    At millions of parameters (the weights of thousands of labels) the
+    numpy optimisers' temporaries cost more than a randomized training
+    step itself.
+    """
+
+    def __init__(self, name, learning_rate, n_params):
+        self.name = name
+        self.learning_rate = learning_rate
+        self.t = 0
+        if name == "adam":
+            ref = Adam(learning_rate)
+            self.beta1, self.beta2, self.epsilon = ref.beta1, ref.beta2, ref.epsilon
+            self.m = np.zeros(n_params)
+            self.v = np.zeros(n_params)
+        else:
+            self.momentum = 0.9
+            self.velocity = np.zeros(n_params)
+
+    def step(self, params, grad, scale, decay, bias):
+        """Update ``params`` in place; ``bias`` is the (lo, hi) undecayed slice."""
+        self.t += 1
+        if self.name == "adam":
+            _adam_update(params, grad, float(scale), float(decay), bias[0], bias[1],
+                         self.m, self.v, float(self.learning_rate), self.beta1,
+                         self.beta2, self.epsilon, self.t)
+        else:
+            _sgd_update(params, grad, float(scale), float(decay), bias[0], bias[1],
+                        self.velocity, float(self.learning_rate), self.momentum)
+        return params
 
 
 class RandomizedCRFTagger(BaseEstimator):
@@ -131,6 +236,18 @@ class RandomizedCRFTagger(BaseEstimator):
     skgpstruct.chain.randomized.randomized_log_partition : the estimator of
         ``log Z`` used in training.
 
+    Notes
+    -----
+    Features that are zero in every training token get zero weights (their
+    optimum under the L2 penalty) and are left out of the optimisation, so
+    a large sparse vocabulary costs only the features the training data
+    uses. The randomized loss of a chunk of sequences is computed in one
+    numba pass (:mod:`skgpstruct.chain._rdp_batch`) that draws each
+    sequence's sub-lattice from its own seed, as
+    :func:`~skgpstruct.chain.randomized.randomized_marginals` would with
+    ``force`` set to the gold labels; the per-label bias is not penalised
+    (sklearn-crfsuite has no bias).
+
     References
     ----------
     .. [1] Y. Fu, J. P. Cunningham and M. Lapata, "Scaling Structured
@@ -208,8 +325,14 @@ class RandomizedCRFTagger(BaseEstimator):
         self.warm_start = warm_start
 
     # ------------------------------------------------------------ parameters
-    def _layout(self):
-        D, V = self.n_features_in_, len(self.classes_)
+    def _layout(self, n_rows=None):
+        """Offsets of W, b and the transitions in the flat parameter vector.
+
+        ``n_rows`` is the number of weight rows (features): the features
+        seen in training while fitting, ``n_features_in_`` otherwise.
+        """
+        D = self.n_features_in_ if n_rows is None else n_rows
+        V = len(self.classes_)
         sizes = [D * V, V]
         if self.transitions == "full":
             sizes.append(V * V)
@@ -217,9 +340,10 @@ class RandomizedCRFTagger(BaseEstimator):
             sizes += [V * self.rank, V * self.rank]
         return np.cumsum([0] + sizes)
 
-    def _unpack(self, theta):
-        D, V = self.n_features_in_, len(self.classes_)
-        cuts = self._layout()
+    def _unpack(self, theta, n_rows=None):
+        D = self.n_features_in_ if n_rows is None else n_rows
+        V = len(self.classes_)
+        cuts = self._layout(D)
         W = theta[cuts[0] : cuts[1]].reshape(D, V)
         b = theta[cuts[1] : cuts[2]]
         if self.transitions == "full":
@@ -228,17 +352,26 @@ class RandomizedCRFTagger(BaseEstimator):
         right = theta[cuts[3] : cuts[4]].reshape(V, self.rank)
         return W, b, (left, right)
 
-    def _pack(self):
-        parts = [self.coef_.ravel(), self.intercept_]
+    def _pack(self, rows=None):
+        """Flat parameter vector (weight rows ``rows`` only, if given)."""
+        W = self.coef_ if rows is None else self.coef_[rows]
+        parts = [W.ravel(), self.intercept_]
         if self.transitions == "full":
             parts.append(self.transition_.ravel())
         else:
             parts += [self.transition_left_.ravel(), self.transition_right_.ravel()]
         return np.concatenate(parts).astype(np.float64)
 
-    def _store(self, theta):
-        W, b, trans = self._unpack(theta)
-        self.coef_ = W.copy()
+    def _store(self, theta, rows=None):
+        """Store ``theta``; with ``rows``, its weight rows are those features
+        (the features seen in training) and the other rows are zero."""
+        n_rows = None if rows is None else len(rows)
+        W, b, trans = self._unpack(theta, n_rows)
+        if rows is None:
+            self.coef_ = W.copy()
+        else:
+            self.coef_ = np.zeros((self.n_features_in_, len(self.classes_)))
+            self.coef_[rows] = W
         self.intercept_ = b.copy()
         if self.transitions == "full":
             self.transition_ = trans.copy()
@@ -248,20 +381,26 @@ class RandomizedCRFTagger(BaseEstimator):
             self.transition_left_ = trans[0].copy()
             self.transition_right_ = trans[1].copy()
 
-    def _penalty(self, theta):
+    def _penalty_value(self, theta, cuts):
+        bias = theta[cuts[1] : cuts[2]]
+        return self.c2 * (float(theta @ theta) - float(bias @ bias))
+
+    def _penalty(self, theta, n_rows=None):
         """``c2 * ||theta||^2`` over all but the bias, and its gradient."""
-        cuts = self._layout()
-        mask = np.ones_like(theta)
-        mask[cuts[1] : cuts[2]] = 0.0
-        return self.c2 * np.sum(mask * theta**2), 2.0 * self.c2 * mask * theta
+        cuts = self._layout(n_rows)
+        value = self._penalty_value(theta, cuts)
+        grad = (2.0 * self.c2) * theta
+        grad[cuts[1] : cuts[2]] = 0.0
+        return value, grad
 
     # --------------------------------------------------------------- losses
     def _chunk_loss_grad(self, theta, data, seeds):
-        """Negative log-likelihood (exact or randomized) of a chunk + gradient."""
-        W, b, trans = self._unpack(theta)
-        V = len(self.classes_)
+        """Negative log-likelihood (exact or randomized) of a chunk + gradient.
+
+        The weight rows of ``theta`` are the columns of ``data.X_flat``.
+        """
+        W, b, trans = self._unpack(theta, data.X_flat.shape[1])
         U = np.asarray(data.X_flat @ W) + b
-        gW_shape = W.shape
         if self.exact_:
             if self.transitions == "full":
                 B = trans
@@ -269,52 +408,80 @@ class RandomizedCRFTagger(BaseEstimator):
                 B = trans[0] @ trans[1].T
             values, gU, gB = chain.log_likelihood_grad_ragged(U, data.lengths, B, data.y_flat)
             loss = -float(values.sum())
+            gU = np.negative(gU, out=gU)  # gradient of the loss
             if self.transitions == "full":
                 g_trans = [-gB.ravel()]
             else:
                 g_trans = [-(gB @ trans[1]).ravel(), -(gB.T @ trans[0]).ravel()]
         else:
-            loss, gU, g_trans = self._randomized_chunk(U, trans, data, seeds, V)
-        gU_neg = -gU
-        gW = np.asarray(data.X_flat.T @ gU_neg).reshape(gW_shape)
-        gb = gU_neg.sum(axis=0)
+            loss, gU, g_trans = self._randomized_chunk(U, trans, data, seeds)
+        gW = np.asarray(data.X_flat.T @ gU)
+        gb = gU.sum(axis=0)
         return loss, np.concatenate([gW.ravel(), gb] + g_trans)
 
-    def _randomized_chunk(self, U, trans, data, seeds, V):
-        """log-likelihood terms on randomized sub-lattices (gold states forced)."""
+    def _randomized_chunk(self, U, trans, data, seeds):
+        """Loss on randomized sub-lattices (gold states forced) + gradient.
+
+        One jitted pass over the chunk's sequences
+        (:func:`skgpstruct.chain._rdp_batch.rdp_loss_grad_ragged`); sequence
+        ``n`` draws its uniforms from ``RandomState(seeds[n])``, so the
+        result equals calling ``randomized_marginals(U_n, B, n_top,
+        n_sampled, proposal=..., random_state=seeds[n], force=y_n)`` per
+        sequence, whatever the chunking.
+
+        Returns
+        -------
+        loss : float
+        grad_U : ndarray of shape (n_tokens, n_classes)
+            Gradient of the loss with respect to the unary potentials.
+        grad_trans : list of ndarray
+            Flattened gradients of the transition parameters.
+        """
+        V = U.shape[1]
         full = self.transitions == "full"
-        Bspec = trans if full else rdp.LowRankTransitions(trans[0], trans[1])
-        gU = np.zeros_like(U)
+        empty = np.zeros((0, 0))
         if full:
-            gB = np.zeros((V, V))
+            B, left, right = np.ascontiguousarray(trans), empty, empty
+            spec = B
         else:
-            gL = np.zeros_like(trans[0])
-            gR = np.zeros_like(trans[1])
-        loss = 0.0
+            B = empty
+            left, right = (np.ascontiguousarray(a) for a in trans)
+            spec = rdp.LowRankTransitions(left, right)
+        code = proposal_code(self.proposal)
+        if code >= 2:
+            q_global = rdp.make_proposal(np.zeros((1, V)), spec, "global")[0]
+        else:
+            q_global = np.zeros(V)
+        k1, k2 = max(self._n_top_, 1), self._n_sampled_
+        if k1 + k2 >= V:  # guarded by exact_; the kernel needs sampled states < N
+            raise RuntimeError("the randomized path needs n_top + n_sampled < n_classes")
+        uniforms = np.empty((data.n_tokens, k2))
         for n in range(data.n_sequences):
             s, e = data.offsets[n], data.offsets[n + 1]
-            Un, yn = U[s:e], data.y_flat[s:e]
-            res = rdp.randomized_marginals(
-                Un, Bspec, self._n_top_, self._n_sampled_, proposal=self.proposal,
-                random_state=int(seeds[n]), force=yn,
-            )
-            gold = Un[np.arange(e - s), yn].sum()
-            if full:
-                gold += trans[yn[:-1], yn[1:]].sum()
-                np.add.at(gB, (yn[:-1], yn[1:]), 1.0)
-                gB -= res.pairwise
+            uniforms[s:e] = np.random.RandomState(int(seeds[n])).random_sample((e - s, k2))
+        expB, shift_B = empty, 0.0
+        if full:
+            finite = np.isfinite(B)
+            if finite.any():
+                shift_B = float(B[finite].max())
+                expB = np.exp(B - shift_B)
             else:
-                left, right = trans
-                gold += np.einsum("tr,tr->", left[yn[:-1]], right[yn[1:]])
-                np.add.at(gL, yn[:-1], right[yn[1:]])
-                np.add.at(gR, yn[1:], left[yn[:-1]])
-                gL -= res.grad_left
-                gR -= res.grad_right
-            loss -= gold - res.log_partition
-            gU[s:e] -= res.unary
-            gU[s + np.arange(e - s), yn] += 1.0
-        g_trans = [-gB.ravel()] if full else [-gL.ravel(), -gR.ravel()]
-        return loss, gU, g_trans
+                expB = np.zeros_like(B)
+        gU = np.zeros_like(U)
+        gB = np.zeros((V, V)) if full else empty
+        gL = empty if full else np.zeros_like(left)
+        gR = empty if full else np.zeros_like(right)
+        losses = rdp_loss_grad_ragged(
+            np.ascontiguousarray(U), data.offsets, data.y_flat, B, left, right,
+            not full, code, q_global, k1, uniforms, expB, shift_B, _STORE_EDGES,
+            gU, gB, gL, gR)
+        if not np.all(np.isfinite(losses)):
+            raise ValueError(
+                "log Z-hat is -inf on a training sub-lattice (potentials at -inf "
+                "or overflow): the randomized loss is undefined."
+            )
+        g_trans = [gB.ravel()] if full else [gL.ravel(), gR.ravel()]
+        return float(losses.sum()), gU, g_trans
 
     def _loss_grad(self, theta, data, seq_idx, seeds, parallel):
         """Summed loss and gradient over ``seq_idx`` (chunks in fixed order)."""
@@ -326,9 +493,8 @@ class RandomizedCRFTagger(BaseEstimator):
             delayed(self._chunk_loss_grad)(theta, data.subset(c), s)
             for c, s in zip(chunks, seed_chunks)
         )
-        loss = 0.0
-        grad = np.zeros_like(theta)
-        for value, g in results:  # fixed order: deterministic sums
+        loss, grad = results[0]
+        for value, g in results[1:]:  # fixed order: deterministic sums
             loss += value
             grad += g
         return loss, grad
@@ -363,10 +529,16 @@ class RandomizedCRFTagger(BaseEstimator):
             and np.array_equal(getattr(self, "classes_", None), encoder.classes_)
             and self.n_features_in_ == data.X_flat.shape[1]
         )
-        old_theta = self._pack() if warm else None
         self.classes_ = encoder.classes_
         self.n_features_in_ = data.X_flat.shape[1]
         data.y_flat = encoder.transform(data.y_flat).astype(np.int64)
+        # Weights of features that are zero in every training token only
+        # feel the penalty, so their optimum is 0: fit the others alone.
+        rows = _active_features(data.X_flat)
+        if rows is not None:
+            data = SequenceData(data.X_flat[:, rows], data.lengths, data.y_flat)
+        n_rows = data.X_flat.shape[1]
+        old_theta = self._pack(rows) if warm else None
         V = len(self.classes_)
         rng = check_random_state(self.random_state)
         self._n_top_ = _resolve_count(self.n_top, V)
@@ -384,8 +556,7 @@ class RandomizedCRFTagger(BaseEstimator):
         if old_theta is not None:
             theta = old_theta
         else:
-            D = self.n_features_in_
-            init = [np.zeros(D * V), np.zeros(V)]
+            init = [np.zeros(n_rows * V), np.zeros(V)]
             if self.transitions == "full":
                 init.append(np.zeros(V * V))
             else:
@@ -395,18 +566,25 @@ class RandomizedCRFTagger(BaseEstimator):
             theta = np.concatenate(init)
         all_idx = np.arange(data.n_sequences)
         self.loss_history_ = []
-        with Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
+        # Parallelism is over chunks of sequences (n_jobs threads); the BLAS
+        # calls inside are small, and multi-threaded BLAS on them only
+        # oversubscribes the cores (as sklearn's KMeans, limit it to 1).
+        with threadpool_limits(limits=1, user_api="blas"), \
+                Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
             if optimizer == "lbfgs":
                 zeros = np.zeros(data.n_sequences, dtype=np.int64)
+                n_evals = [0]
 
                 def fun(t):
                     loss, grad = self._loss_grad(t, data, all_idx, zeros, parallel)
-                    pen, gpen = self._penalty(t)
-                    return loss + pen, grad + gpen
+                    pen, gpen = self._penalty(t, n_rows)
+                    gpen += grad
+                    return loss + pen, gpen
 
                 def cb(value):
+                    n_evals[0] += 1
                     if self.verbose:
-                        print(f"iter {len(self.loss_history_)}: loss {value:.6g}",
+                        print(f"iter {n_evals[0]}: loss {value:.6g}", file=sys.stderr,
                               flush=True)
 
                 theta, self.n_iter_, self.loss_history_ = minimize_lbfgs(
@@ -414,18 +592,17 @@ class RandomizedCRFTagger(BaseEstimator):
                 )
             else:
                 theta = self._fit_stochastic(theta, data, optimizer, rng, parallel)
-        self._store(theta)
+        self._store(theta, rows)
         return self
 
     def _fit_stochastic(self, theta, data, optimizer, rng, parallel):
-        import warnings
-
-        from sklearn.exceptions import ConvergenceWarning
-
+        n_rows = data.X_flat.shape[1]
         n = data.n_sequences
         batch = min(self.batch_size, n)
         n_batches = -(-n // batch)
-        opt = make_optimizer(optimizer, self.learning_rate)
+        opt = _FusedOptimizer(optimizer, self.learning_rate, theta.size)
+        cuts = self._layout(n_rows)
+        bias = (int(cuts[1]), int(cuts[2]))
         small = 0
         for epoch in range(self.max_iter):
             order = rng.permutation(n)
@@ -434,15 +611,15 @@ class RandomizedCRFTagger(BaseEstimator):
             for k in range(n_batches):
                 idx = order[k * batch : (k + 1) * batch]
                 loss, grad = self._loss_grad(theta, data, idx, seeds[idx], parallel)
-                pen, gpen = self._penalty(theta)
-                scale = 1.0 / len(idx)
-                # Per-sequence loss; the penalty spread over the epoch's batches.
-                g = scale * grad + gpen / n
-                opt.step(theta, g)
+                pen = self._penalty_value(theta, cuts)
+                # Per-sequence loss; the penalty spread over the epoch's
+                # batches: gradient grad / len(idx) + 2 c2 theta / n.
+                opt.step(theta, grad, 1.0 / len(idx), 2.0 * self.c2 / n, bias)
                 epoch_loss += loss + pen * len(idx) / n
             self.loss_history_.append(epoch_loss)
             if self.verbose:
-                print(f"epoch {epoch + 1}: loss {epoch_loss:.6g}", flush=True)
+                print(f"epoch {epoch + 1}: loss {epoch_loss:.6g}", file=sys.stderr,
+                      flush=True)
             if epoch > 0:
                 prev = self.loss_history_[-2]
                 rel = (prev - epoch_loss) / max(abs(prev), 1e-12)

@@ -76,39 +76,191 @@ def test_exact_loss_is_crf_negative_log_likelihood_and_gradient_matches_fd(trans
     np.testing.assert_allclose(gpen, 0.6 * mask * theta)
 
 
-def test_randomized_gradient_matches_fd_with_fixed_draws(monkeypatch):
-    # The training gradient treats the sub-lattice and its weights as
-    # constants (the proposal depends on U, so a new draw at a perturbed
-    # point would move them): hold the index sets of the first call fixed.
+def _per_sequence_reference(est, theta, data, seeds):
+    """Randomized loss and gradient, one ``randomized_marginals`` call per
+    sequence (the plain path the batched kernel must reproduce)."""
     from skgpstruct.chain import randomized as rdp
 
-    original = rdp.randomized_marginals
-    sets = {}
+    W, b, trans = est._unpack(theta, data.X_flat.shape[1])
+    U = np.asarray(data.X_flat @ W) + b
+    full = est.transitions == "full"
+    spec = trans if full else rdp.LowRankTransitions(*trans)
+    gU = np.zeros_like(U)
+    g_trans = [np.zeros_like(a) for a in ((trans,) if full else trans)]
+    loss = 0.0
+    for n in range(data.n_sequences):
+        s, e = data.offsets[n], data.offsets[n + 1]
+        Un, yn = U[s:e], data.y_flat[s:e]
+        res = rdp.randomized_marginals(
+            Un, spec, est._n_top_, est._n_sampled_, proposal=est.proposal,
+            random_state=int(seeds[n]), force=yn)
+        gold = Un[np.arange(e - s), yn].sum()
+        if full:
+            gold += trans[yn[:-1], yn[1:]].sum()
+            np.add.at(g_trans[0], (yn[:-1], yn[1:]), -1.0)
+            g_trans[0] += res.pairwise
+        else:
+            left, right = trans
+            gold += np.einsum("tr,tr->", left[yn[:-1]], right[yn[1:]])
+            np.add.at(g_trans[0], yn[:-1], -right[yn[1:]])
+            np.add.at(g_trans[1], yn[1:], -left[yn[:-1]])
+            g_trans[0] += res.grad_left
+            g_trans[1] += res.grad_right
+        loss += res.log_partition - gold
+        gU[s:e] += res.unary
+        gU[s + np.arange(e - s), yn] -= 1.0
+    gW = np.asarray(data.X_flat.T @ gU)
+    return loss, np.concatenate([gW.ravel(), gU.sum(axis=0)] + [g.ravel() for g in g_trans])
 
-    def fixed_sets(U, B, n_top, n_sampled, *, random_state, **kw):
-        if random_state in sets:
-            return original(U, B, index_sets=sets[random_state])
-        res = original(U, B, n_top, n_sampled, random_state=random_state, **kw)
-        sets[random_state] = res.index_sets
-        return res
 
-    monkeypatch.setattr(rdp, "randomized_marginals", fixed_sets)
+@pytest.mark.parametrize("transitions", ["full", "low_rank"])
+@pytest.mark.parametrize("proposal", ["uniform", "local", "global", "local+global"])
+def test_batched_randomized_loss_equals_per_sequence_reference(transitions, proposal):
+    # The jitted chunk kernel draws the same sub-lattices (same uniforms,
+    # same deterministic states) as randomized_marginals per sequence, so the
+    # two agree to rounding.
+    rng = np.random.default_rng(4)
+    X, y = make_chain_data(n_sequences=7, n_classes=9, n_features=5, length=(1, 6),
+                           random_state=3)
+    data = SequenceData.from_sequences(X, y)
+    est = _fitted_for_objective(9, 5, transitions, rank=3)
+    est.proposal = proposal
+    est._n_top_, est._n_sampled_, est.exact_ = 3, 4, False
+    theta = rng.normal(scale=0.7, size=est._layout()[-1])
+    seeds = rng.integers(0, 2**31 - 1, size=7)
+    loss, grad = est._chunk_loss_grad(theta, data, seeds)
+    loss_ref, grad_ref = _per_sequence_reference(est, theta, data, seeds)
+    assert loss == pytest.approx(loss_ref, rel=1e-12)
+    np.testing.assert_allclose(grad, grad_ref, rtol=1e-10, atol=1e-12)
+    # Chunking does not matter: each sequence has its own seed.
+    parts = [est._chunk_loss_grad(theta, data.subset(i), seeds[i])
+             for i in ([0, 1, 2], [3, 4, 5, 6])]
+    assert loss == pytest.approx(parts[0][0] + parts[1][0], rel=1e-12)
+    np.testing.assert_allclose(grad, parts[0][1] + parts[1][1], rtol=1e-10, atol=1e-12)
+    # A different seed draws a different sub-lattice (the test can fail).
+    other = est._chunk_loss_grad(theta, data, seeds + 1)[0]
+    assert other != pytest.approx(loss, rel=1e-9)
+
+
+@pytest.mark.parametrize("transitions", ["full", "low_rank"])
+def test_batched_randomized_loss_recomputed_edges_and_log_space_fallback(
+        transitions, monkeypatch):
+    # Two other code paths of the kernel against the same reference:
+    # (a) edge weights recomputed in the backward sweep instead of stored;
+    # (b) potentials spanning ~2000 nats, which underflow the scaled
+    #     linear-space pass and must send the sequence to the log-space
+    #     kernels (else the loss would be wrong or NaN).
+    from skgpstruct import _randomized_crf
+    from skgpstruct.chain._rdp_batch import _scaled_pass
+
+    rng = np.random.default_rng(5)
+    X, y = make_chain_data(n_sequences=5, n_classes=8, n_features=4, length=(2, 6),
+                           random_state=4)
+    data = SequenceData.from_sequences(X, y)
+    est = _fitted_for_objective(8, 4, transitions, rank=2)
+    est._n_top_, est._n_sampled_, est.exact_ = 2, 3, False
+    theta = rng.normal(scale=0.5, size=est._layout()[-1])
+    seeds = rng.integers(0, 2**31 - 1, size=5)
+    ref = _per_sequence_reference(est, theta, data, seeds)
+    monkeypatch.setattr(_randomized_crf, "_STORE_EDGES", 0)
+    loss, grad = est._chunk_loss_grad(theta, data, seeds)
+    assert loss == pytest.approx(ref[0], rel=1e-12)
+    np.testing.assert_allclose(grad, ref[1], rtol=1e-10, atol=1e-12)
+
+    W, b, trans = est._unpack(theta)
+    b[0] = 1000.0  # label 0 dominates every position...
+    if transitions == "full":
+        trans[:, 0] = -2000.0  # ...but can never be entered
+    else:
+        trans[0][:] = 0.0
+        trans[1][:] = 0.0
+        trans[0][:, 0] = 40.0
+        trans[1][0, 0] = -50.0  # B[:, 0] = -2000
+    U = np.asarray(data.X_flat @ W) + b
+    empty = np.zeros((0, 0))
+    B = trans if transitions == "full" else empty
+    lr = (empty, empty) if transitions == "full" else trans
+    expB = np.exp(B - B.max()) if transitions == "full" else empty
+    idx = np.tile(np.arange(8), (3, 1))
+    ok, _ = _scaled_pass(U[:3], idx, np.zeros((3, 8)), expB,
+                         float(B.max()) if transitions == "full" else 0.0,
+                         lr[0], lr[1], transitions != "full", True,
+                         np.zeros((3, 8)), np.zeros_like(B), np.zeros_like(lr[0]),
+                         np.zeros_like(lr[1]))
+    assert not ok  # the fallback is really exercised
+    ref = _per_sequence_reference(est, theta, data, seeds)
+    loss, grad = est._chunk_loss_grad(theta, data, seeds)
+    assert np.isfinite(ref[0]) and loss == pytest.approx(ref[0], rel=1e-12)
+    np.testing.assert_allclose(grad, ref[1], rtol=1e-10, atol=1e-9)
+
+
+def test_batched_kernel_keeps_ties_like_sample_index_sets():
+    # A uniform proposal makes every state tie: the deterministic states
+    # must then be the gold state and the lowest other indices, as in
+    # sample_index_sets, else the sub-lattices (and the losses) would differ.
+    from skgpstruct.chain._rdp_batch import _deterministic_states
+    from skgpstruct.chain.randomized import sample_index_sets
+
+    q = np.array([[0.1, 0.2, 0.2, 0.05, 0.2, 0.25], [1 / 6] * 6])
+    force = np.array([2, 4])
+    ref = sample_index_sets(q, 4, 1, random_state=0, force=force)
+    for t in range(2):
+        det = np.empty(4, dtype=np.int64)
+        _deterministic_states(q[t] / q[t].sum(), force[t], 4, det)
+        np.testing.assert_array_equal(det, ref.index[t, :4])
+
+
+@pytest.mark.parametrize("transitions", ["full", "low_rank"])
+def test_randomized_gradient_matches_fd_with_fixed_draws(transitions):
+    # The training gradient treats the sub-lattice and its weights as
+    # constants. With the uniform proposal they do not depend on the
+    # parameters (top states by index, weights 1 / (K2 q~) constant), so
+    # for fixed seeds the loss is a smooth function whose gradient must
+    # equal central differences (h = 1e-6: truncation ~1e-12, rounding
+    # ~1e-16 |loss| / h ~ 1e-9, hence abs 1e-6).
     rng = np.random.default_rng(3)
     X, y = make_chain_data(n_sequences=3, n_classes=6, n_features=3, random_state=2)
     data = SequenceData.from_sequences(X, y)
-    est = _fitted_for_objective(6, 3)
+    est = _fitted_for_objective(6, 3, transitions)
+    est.proposal = "uniform"
     est._n_top_, est._n_sampled_, est.exact_ = 2, 2, False
     theta = rng.normal(scale=0.3, size=est._layout()[-1])
     seeds = np.array([5, 6, 7])
     loss, grad = est._chunk_loss_grad(theta, data, seeds)
+    est.exact_ = True
+    # Sanity: the estimate is a real estimate, not the exact loss.
+    assert loss != pytest.approx(est._chunk_loss_grad(theta, data, seeds)[0], rel=1e-6)
+    est.exact_ = False
     h = 1e-6
-    idx = rng.choice(theta.size, size=25, replace=False)
-    for i in idx:
+    for i in range(theta.size):
         e = np.zeros_like(theta)
         e[i] = h
         fd = (est._chunk_loss_grad(theta + e, data, seeds)[0]
               - est._chunk_loss_grad(theta - e, data, seeds)[0]) / (2 * h)
         assert grad[i] == pytest.approx(fd, rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_fused_optimizer_matches_optim_reference(name):
+    # The tagger's one-pass update must equal optim.Adam / optim.SGD
+    # (momentum 0.9) fed the assembled minibatch gradient
+    # scale * grad + decay * params, with no decay on the bias slice.
+    from skgpstruct._randomized_crf import _FusedOptimizer
+    from skgpstruct.optim import make_optimizer
+
+    rng = np.random.default_rng(6)
+    p_ref = rng.normal(size=50)
+    p_fused = p_ref.copy()
+    ref = make_optimizer(name, 0.05)
+    fused = _FusedOptimizer(name, 0.05, 50)
+    mask = np.ones(50)
+    mask[10:14] = 0.0
+    for _ in range(6):
+        grad = rng.normal(size=50)
+        ref.step(p_ref, 0.25 * grad + 0.3 * mask * p_ref)
+        fused.step(p_fused, grad, 0.25, 0.3, (10, 14))
+        np.testing.assert_allclose(p_fused, p_ref, rtol=1e-13, atol=1e-15)
+    assert not np.allclose(p_ref, 0)
 
 
 def test_exact_fit_predict_and_attributes(data):
@@ -126,6 +278,47 @@ def test_exact_fit_predict_and_attributes(data):
     assert all(np.allclose(m.sum(axis=1), 1.0) for m in marg)
     assert crf.score(X_te, y_te) > 0.6
     assert crf.predict_single(X_te[0]).shape == (len(y_te[0]),)
+
+
+@pytest.mark.parametrize("sparse_input", [False, True])
+def test_features_absent_from_training_get_zero_weights(data, sparse_input):
+    # Columns that are zero in every training token only feel the penalty,
+    # so their optimal weights are 0 and fit() leaves them out of the
+    # optimisation: the other weights are those of a fit without the
+    # columns (same L-BFGS run, bit for bit) and the new rows are zero.
+    X_tr, y_tr, X_te, _ = data
+    rng = np.random.default_rng(7)
+    insert = [0, 6, 10]  # positions of the all-zero columns in the wide X
+
+    def widen(x):
+        return np.insert(x, [0, 5, 8], 0.0, axis=1)
+
+    X_wide = [widen(x) for x in X_tr]
+    X_narrow = X_tr
+    if sparse_input:  # (sparse and dense products round differently)
+        X_wide = [sp.csr_matrix(x) for x in X_wide]
+        X_narrow = [sp.csr_matrix(x) for x in X_tr]
+    narrow = RandomizedCRFTagger(c2=0.05).fit(X_narrow, y_tr)
+    wide = RandomizedCRFTagger(c2=0.05).fit(X_wide, y_tr)
+    keep = np.setdiff1d(np.arange(11), insert)
+    assert wide.coef_.shape == (11, 4)
+    np.testing.assert_array_equal(wide.coef_[keep], narrow.coef_)
+    np.testing.assert_array_equal(wide.coef_[insert], 0.0)
+    np.testing.assert_array_equal(wide.transition_, narrow.transition_)
+    # Test tokens may use the new columns: their zero weights add nothing.
+    X_te_wide = [widen(x) for x in X_te]
+    for x in X_te_wide:
+        x[:, insert] = rng.normal(size=(x.shape[0], 3))
+    for a, b in zip(wide.predict(X_te_wide), narrow.predict(X_te)):
+        np.testing.assert_array_equal(a, b)
+    # Warm start from the wide fit continues from the same point.
+    again = clone(wide).set_params(warm_start=True)
+    again.coef_, again.intercept_ = wide.coef_.copy(), wide.intercept_.copy()
+    again.transition_ = wide.transition_.copy()
+    again.transition_left_ = again.transition_right_ = None
+    again.classes_, again.n_features_in_ = wide.classes_, wide.n_features_in_
+    again.fit(X_wide, y_tr)
+    assert again.loss_history_[0] <= wide.loss_history_[-1] * (1 + 1e-6)
 
 
 def test_string_labels_and_sparse_features(data):

@@ -1,0 +1,458 @@
+"""Randomized-DP training loss over many sequences in one jitted call.
+
+:class:`~skgpstruct.RandomizedCRFTagger` needs, for every training sequence
+``n``, the randomized estimate ``log Z-hat_n`` on a sub-lattice that keeps the
+gold labels, the gold score, and the gradient of
+``sum_n (log Z-hat_n - score_n(y_n))`` with respect to the unary potentials
+and the (shared) transitions. Calling
+:func:`skgpstruct.chain.randomized.randomized_marginals` once per sequence
+costs far more than the O(T K^2) dynamic programme at large label counts:
+Python overhead per call, an O(N^2) "global" proposal per call, and a fresh
+(N, N) transition gradient per call. :func:`rdp_loss_grad_ragged` does the
+same maths for a stack of sequences in one serial, ``nogil`` numba call that
+
+* builds each position's proposal from the unary row and a global vector
+  computed once by the caller (:func:`proposal_code` names the kinds),
+* selects the deterministic states (gold first, then the top of the
+  proposal; ties to the lower state, as
+  :func:`~skgpstruct.chain.randomized.sample_index_sets`) and samples the
+  rest with :func:`~skgpstruct.chain._randomized_kernels.sample_slots` from
+  pre-drawn uniforms,
+* runs forward-backward on the sub-lattice in scaled linear space
+  (:func:`_scaled_pass`: per-position normalisers instead of log-sum-exp,
+  and, for a dense ``B``, edge weights gathered from ``exp(B - max B)``
+  computed once per call, so an edge costs a multiply-add instead of
+  exponentials), accumulating the gradient straight into the caller's
+  arrays; a sequence whose normalisers under- or overflow (potentials
+  spanning some 700 nats) goes through the log-space kernels
+  :func:`~skgpstruct.chain._randomized_kernels.rdp_forward` and
+  :func:`_backward_accumulate` (the arithmetic of
+  :func:`~skgpstruct.chain._randomized_kernels.rdp_backward`) instead.
+
+Given the same uniforms it reproduces, sequence by sequence,
+``randomized_marginals(U_n, B, n_top, n_sampled, force=y_n)`` (to rounding);
+the plain-numpy side of that comparison, in ``tests/test_randomized_crf.py``,
+calls that function once per sequence.
+"""
+
+import math
+
+import numpy as np
+from numba import njit
+
+from ._randomized_kernels import (
+    _edge_block_from,
+    _gather_rows,
+    rdp_forward,
+    sample_slots,
+)
+
+__all__ = ["proposal_code", "rdp_loss_grad_ragged"]
+
+NEG_INF = -np.inf
+_PROPOSAL_CODES = {"uniform": 0, "local": 1, "global": 2, "local+global": 3}
+# Slots per block when edge scores are built (as in chain.randomized).
+_CHUNK = 256
+
+
+def proposal_code(kind):
+    """Integer code of a proposal name for :func:`rdp_loss_grad_ragged`.
+
+    Parameters
+    ----------
+    kind : {"uniform", "local", "global", "local+global"}
+
+    Returns
+    -------
+    code : int
+    """
+    try:
+        return _PROPOSAL_CODES[kind]
+    except (KeyError, TypeError):
+        raise ValueError(
+            f"Unknown proposal {kind!r}; expected one of {tuple(_PROPOSAL_CODES)}."
+        ) from None
+
+
+@njit(cache=True, nogil=True)
+def _proposal_row(u, code, q_global, out):
+    """Proposal of one position, as ``chain.randomized.make_proposal``."""
+    N = u.shape[0]
+    if code == 0:
+        for j in range(N):
+            out[j] = 1.0 / N
+        return
+    if code == 2:
+        for j in range(N):
+            out[j] = q_global[j]
+        return
+    m = NEG_INF
+    for j in range(N):
+        if u[j] > m:
+            m = u[j]
+    s = 0.0
+    if m == NEG_INF:  # every state at -inf: uniform, as _softmax_rows
+        for j in range(N):
+            out[j] = 1.0
+        s = float(N)
+    else:
+        for j in range(N):
+            out[j] = math.exp(u[j] - m)
+            s += out[j]
+    for j in range(N):
+        out[j] = out[j] / s
+    if code == 3:
+        for j in range(N):
+            out[j] = 0.5 * (out[j] + q_global[j])
+
+
+@njit(cache=True, nogil=True)
+def _deterministic_states(q, gold, k1, det_row):
+    """``det_row[0] = gold``, then the ``k1 - 1`` other states of largest
+    ``q`` in decreasing order, ties to the lower state (a stable sort of
+    ``-q``, as ``chain.randomized._prepare_sets``), in O(N + k1 log k1)."""
+    N = q.shape[0]
+    det_row[0] = gold
+    need = k1 - 1
+    if need <= 0:
+        return
+    neg = np.empty(N - 1)
+    p = 0
+    for j in range(N):
+        if j != gold:
+            neg[p] = -q[j]
+            p += 1
+    thr = -np.partition(neg, need - 1)[need - 1]  # need-th largest q
+    n_above = 0
+    for j in range(N):
+        if j != gold and q[j] > thr:
+            n_above += 1
+    n_equal = need - n_above
+    cand = np.empty(need, dtype=np.int64)
+    c = 0
+    for j in range(N):  # increasing j, so the stable sort breaks ties by j
+        if j == gold:
+            continue
+        if q[j] > thr:
+            cand[c] = j
+            c += 1
+        elif q[j] == thr and n_equal > 0:
+            cand[c] = j
+            c += 1
+            n_equal -= 1
+    keys = np.empty(need)
+    for i in range(need):
+        keys[i] = -q[cand[i]]
+    order = np.argsort(keys, kind="mergesort")
+    for i in range(need):
+        det_row[1 + i] = cand[order[i]]
+
+
+@njit(cache=True, nogil=True)
+def _backward_accumulate(U, idx, logw, B, left, right, lowrank, alpha, log_z,
+                         chunk, gU, gB, gL, gR):
+    """Backward pass of ``rdp_backward``, added (with sign +1) into
+    ``gU`` (T, N) and ``gB`` (N, N) or ``gL`` / ``gR`` (N, r): the gradient
+    of ``log Z-hat`` with respect to ``U`` and the transitions."""
+    T, K = idx.shape
+    beta = np.zeros((T, K))
+    r = left.shape[1] if lowrank else 0
+    c = min(chunk, K)
+    blk = np.empty((c, K))
+    xi = np.empty((c, K))
+    cnode = np.empty(K)
+    Rc = np.empty((0, 0))
+    Lp = np.empty((0, 0))
+    gR_sub = np.zeros((K, r))
+    for t in range(T - 1, 0, -1):
+        prev = idx[t - 1]
+        cur = idx[t]
+        for l in range(K):
+            cnode[l] = U[t, cur[l]] + logw[t, l] + beta[t, l]
+        if lowrank:
+            Rc = _gather_rows(right, cur)
+            Lp = _gather_rows(left, prev)
+            gR_sub[:] = 0.0
+        for k0 in range(0, K, c):
+            k1 = min(K, k0 + c)
+            _edge_block_from(B, left, right, lowrank, Rc, prev, cur, k0, k1, blk)
+            for k in range(k0, k1):
+                row = k - k0
+                m = NEG_INF
+                for l in range(K):
+                    v = blk[row, l] + cnode[l]
+                    if v > m:
+                        m = v
+                if m == NEG_INF:
+                    beta[t - 1, k] = NEG_INF
+                else:
+                    s = 0.0
+                    for l in range(K):
+                        s += math.exp(blk[row, l] + cnode[l] - m)
+                    beta[t - 1, k] = m + math.log(s)
+                a = alpha[t - 1, k] - log_z
+                for l in range(K):
+                    if a == NEG_INF:
+                        e = 0.0
+                    else:
+                        e = math.exp(a + blk[row, l] + cnode[l])
+                    xi[row, l] = e
+                    if not lowrank:
+                        gB[prev[k], cur[l]] += e
+            if lowrank:
+                n = k1 - k0
+                gl = np.dot(xi[:n], Rc)
+                for k in range(k0, k1):
+                    gL[prev[k]] += gl[k - k0]
+                gR_sub += np.dot(xi[:n].T, Lp[k0:k1])
+        if lowrank:
+            for l in range(K):
+                gR[cur[l]] += gR_sub[l]
+    for t in range(T):
+        for k in range(K):
+            v = alpha[t, k] + beta[t, k] - log_z
+            if v != NEG_INF:
+                gU[t, idx[t, k]] += math.exp(v)
+
+
+@njit(cache=True, nogil=True)
+def _edges_scaled(expB, left, right, lowrank, prev, cur, out):
+    """``out[k, l] = exp(B[prev[k], cur[l]] - shift)``; returns ``shift``.
+
+    Dense transitions: a gather from ``expB = exp(B - max B)`` (the shift is
+    applied by the caller). Low rank: the block ``left[prev] @ right[cur].T``
+    exponentiated after subtracting its own maximum.
+    """
+    K = prev.shape[0]
+    if not lowrank:
+        for k in range(K):
+            row = prev[k]
+            for l in range(K):
+                out[k, l] = expB[row, cur[l]]
+        return 0.0
+    Lp = _gather_rows(left, prev)
+    Rc = _gather_rows(right, cur)
+    out[:] = np.dot(Lp, Rc.T)
+    m = NEG_INF
+    for k in range(K):
+        for l in range(K):
+            if out[k, l] > m:
+                m = out[k, l]
+    for k in range(K):
+        for l in range(K):
+            out[k, l] = math.exp(out[k, l] - m)
+    return m
+
+
+@njit(cache=True, nogil=True)
+def _scaled_pass(U, idx, logw, expB, shift_B, left, right, lowrank, store, gU, gB,
+                 gL, gR):
+    """Forward-backward on the sub-lattice in scaled linear space.
+
+    The same quantities as ``rdp_forward`` + ``rdp_backward`` (log Z-hat and
+    its gradient, added into ``gU``, ``gB`` / ``gL``, ``gR``), computed with
+    per-position normalisation (Rabiner's scaling) instead of log-sum-exp:
+    about two exponentials per sub-lattice edge fewer. Returns
+    ``(ok, log_z)``; ``ok`` is False, and nothing has been added to the
+    gradients, when a forward normaliser under- or overflowed (potentials
+    spanning more than ~700 nats), and the caller then uses the log-space
+    kernels.
+    """
+    T, K = idx.shape
+    a = np.empty((T, K))
+    wn = np.empty((T, K))
+    norm = np.empty(T)
+    if store:
+        Es = np.empty((T, K, K))
+    else:
+        Es = np.empty((1, K, K))
+    E = np.empty((K, K))
+    tmp = np.empty(K)
+    log_z = 0.0
+    for t in range(T):
+        mn = NEG_INF
+        for l in range(K):
+            v = U[t, idx[t, l]] + logw[t, l]
+            wn[t, l] = v
+            if v > mn:
+                mn = v
+        if mn == NEG_INF:
+            return False, NEG_INF
+        for l in range(K):
+            wn[t, l] = math.exp(wn[t, l] - mn)
+        shift = 0.0
+        if t == 0:
+            for l in range(K):
+                tmp[l] = 1.0
+        else:
+            Et = Es[t] if store else E
+            shift = _edges_scaled(expB, left, right, lowrank, idx[t - 1], idx[t], Et)
+            if lowrank and shift == NEG_INF:
+                return False, NEG_INF
+            for l in range(K):
+                tmp[l] = 0.0
+            for k in range(K):
+                ak = a[t - 1, k]
+                if ak != 0.0:
+                    for l in range(K):
+                        tmp[l] += ak * Et[k, l]
+        s = 0.0
+        for l in range(K):
+            a[t, l] = tmp[l] * wn[t, l]
+            s += a[t, l]
+        if not (s > 0.0 and s < np.inf):
+            return False, NEG_INF
+        for l in range(K):
+            a[t, l] /= s
+        norm[t] = s
+        log_z += math.log(s) + mn + (shift_B if (t > 0 and not lowrank) else shift)
+    if not (log_z > NEG_INF and log_z < np.inf):
+        return False, NEG_INF
+    # backward: b[t] scaled so that a[t] * b[t] are the marginals
+    b = np.ones(K)
+    b_prev = np.empty(K)
+    v = np.empty(K)
+    for t in range(T - 1, 0, -1):
+        if store:
+            Et = Es[t]
+        else:
+            _edges_scaled(expB, left, right, lowrank, idx[t - 1], idx[t], E)
+            Et = E
+        for l in range(K):
+            v[l] = wn[t, l] * b[l] / norm[t]
+            gU[t, idx[t, l]] += a[t, l] * b[l]
+        prev = idx[t - 1]
+        cur = idx[t]
+        for k in range(K):
+            acc = 0.0
+            ak = a[t - 1, k]
+            for l in range(K):
+                e = Et[k, l] * v[l]
+                acc += e
+                Et[k, l] = ak * e  # the edge marginal xi[k, l]
+            b_prev[k] = acc
+        if lowrank:
+            Lp = _gather_rows(left, prev)
+            Rc = _gather_rows(right, cur)
+            gl = np.dot(Et, Rc)
+            gr = np.dot(Et.T, Lp)
+            for k in range(K):
+                gL[prev[k]] += gl[k]
+                gR[cur[k]] += gr[k]
+        else:
+            for k in range(K):
+                row = prev[k]
+                for l in range(K):
+                    gB[row, cur[l]] += Et[k, l]
+        for k in range(K):
+            b[k] = b_prev[k]
+    for l in range(K):
+        gU[0, idx[0, l]] += a[0, l] * b[l]
+    return True, log_z
+
+
+@njit(cache=True, nogil=True)
+def rdp_loss_grad_ragged(U, offsets, y, B, left, right, lowrank, code, q_global,
+                         k1, uniforms, expB, shift_B, store_budget, gU, gB, gL, gR):
+    """Randomized negative log-likelihood of stacked sequences + gradient.
+
+    Parameters
+    ----------
+    U : float64 (n_tokens, N)
+        Unary potentials of all sequences stacked.
+    offsets : int64 (n_sequences + 1,)
+        Sequence ``n`` is rows ``offsets[n]:offsets[n + 1]``.
+    y : int64 (n_tokens,)
+        Gold labels; they are forced onto the sub-lattice.
+    B, left, right, lowrank
+        Transitions, in the layout of ``_randomized_kernels``.
+    code : int
+        Proposal kind, see :func:`proposal_code`.
+    q_global : float64 (N,)
+        The global proposal vector (unused for codes 0 and 1).
+    k1 : int
+        Deterministic states per position, gold included (``>= 1``).
+    uniforms : float64 (n_tokens, K2)
+        Uniform draws of the sampled slots, stacked like ``U``.
+    expB : float64 (N, N) or (0, 0)
+        Dense transitions only: ``exp(B - shift_B)`` (``shift_B`` the largest
+        finite entry of ``B``), shared by all sequences.
+    shift_B : float
+        See ``expB``.
+    store_budget : int
+        Keep a sequence's (T, K, K) edge weights between the forward and the
+        backward pass when ``T K^2`` is at most this (else recompute them).
+    gU : float64 (n_tokens, N)
+        Output, added to: gradient of the loss with respect to ``U``.
+    gB : float64 (N, N) or (0, 0)
+        Output, added to (dense transitions).
+    gL, gR : float64 (N, r) or (0, 0)
+        Output, added to (low-rank transitions).
+
+    Returns
+    -------
+    loss : float64 (n_sequences,)
+        ``log Z-hat_n - score_n(y_n)`` per sequence (``+inf`` if the
+        sub-lattice carried no path; nothing is added to the gradients
+        for such a sequence).
+    """
+    n_seq = offsets.shape[0] - 1
+    N = U.shape[1]
+    K2 = uniforms.shape[1]
+    K = k1 + K2
+    log_k2 = math.log(max(K2, 1))
+    loss = np.empty(n_seq)
+    for n in range(n_seq):
+        s = offsets[n]
+        e = offsets[n + 1]
+        T = e - s
+        Un = U[s:e]
+        yn = y[s:e]
+        q = np.empty(N)
+        det = np.empty((T, k1), dtype=np.int64)
+        q_rest = np.empty((T, N))
+        cdf = np.empty((T, N))
+        last_pos = np.zeros(T, dtype=np.int64)
+        for t in range(T):
+            _proposal_row(Un[t], code, q_global, q)
+            _deterministic_states(q, yn[t], k1, det[t])
+            for j in range(N):
+                q_rest[t, j] = q[j]
+            for i in range(k1):
+                q_rest[t, det[t, i]] = 0.0
+            acc = 0.0
+            for j in range(N):
+                acc += q_rest[t, j]
+                cdf[t, j] = acc
+                if q_rest[t, j] > 0.0:
+                    last_pos[t] = j
+        idx = np.empty((T, K), dtype=np.int64)
+        logw = np.empty((T, K))
+        sample_slots(det, q_rest, cdf, last_pos, uniforms[s:e], log_k2, idx, logw)
+        ok, log_z = _scaled_pass(Un, idx, logw, expB, shift_B, left, right, lowrank,
+                                 T * K * K <= store_budget, gU[s:e], gB, gL, gR)
+        if not ok:
+            # Potentials spanning more than the float range: log space.
+            alpha, log_z = rdp_forward(Un, idx, logw, B, left, right, lowrank, _CHUNK)
+            if not log_z > NEG_INF:
+                loss[n] = np.inf
+                continue
+            _backward_accumulate(Un, idx, logw, B, left, right, lowrank, alpha, log_z,
+                                 _CHUNK, gU[s:e], gB, gL, gR)
+        gold = 0.0
+        for t in range(T):
+            gold += Un[t, yn[t]]
+            gU[s + t, yn[t]] -= 1.0
+        for t in range(1, T):
+            i = yn[t - 1]
+            j = yn[t]
+            if lowrank:
+                for d in range(left.shape[1]):
+                    gold += left[i, d] * right[j, d]
+                    gL[i, d] -= right[j, d]
+                    gR[j, d] -= left[i, d]
+            else:
+                gold += B[i, j]
+                gB[i, j] -= 1.0
+        loss[n] = log_z - gold
+    return loss
