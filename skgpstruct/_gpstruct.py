@@ -34,7 +34,7 @@ from .gp.posterior import (
     mixture_kl,
     transition_kl,
 )
-from .likelihoods import Likelihood, get_likelihood
+from .likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
 from .metrics import flat_accuracy_score
 from .optim import make_optimizer, minimize_lbfgs
 
@@ -76,9 +76,13 @@ class GPStructTagger(BaseEstimator):
     posterior : {"mean_field", "coupled"}, default="mean_field"
         Independent posteriors per label, or one Gaussian coupling all
         labels' inducing values (small ``n_inducing * n_classes`` only).
-    likelihood : {"crf", "pseudo"} or Likelihood, default="crf"
-        Exact CRF likelihood (forward-backward) or the piecewise
-        pseudo-likelihood, or any :class:`skgpstruct.likelihoods.Likelihood`.
+    likelihood : {"crf", "pseudo", "randomized"} or Likelihood, default="crf"
+        Exact CRF likelihood (forward-backward), the piecewise
+        pseudo-likelihood, the CRF likelihood with a randomized partition
+        function for large label sets
+        (:class:`~skgpstruct.likelihoods.RandomizedCRFLikelihood`; pass an
+        instance to set its ``n_top`` / ``n_sampled``), or any
+        :class:`skgpstruct.likelihoods.Likelihood`.
     gradient : {"pathwise", "score"}, default="pathwise"
         Estimator of the expected log-likelihood's gradient:
         reparameterisation through the per-sequence Cholesky factor, or the
@@ -185,7 +189,7 @@ class GPStructTagger(BaseEstimator):
         "inducing": [StrOptions({"kmeans", "random"})],
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "posterior": [StrOptions({"mean_field", "coupled"})],
-        "likelihood": [StrOptions({"crf", "pseudo"}), Likelihood],
+        "likelihood": [StrOptions({"crf", "pseudo", "randomized"}), Likelihood],
         "gradient": [StrOptions({"pathwise", "score"})],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
         "n_predict_samples": [Interval(Integral, 1, None, closed="left")],
@@ -386,6 +390,16 @@ class GPStructTagger(BaseEstimator):
         V = len(encoder.classes_)
         data.y_flat = encoder.transform(data.y_flat).astype(np.int64)
         lik = get_likelihood(self.likelihood)
+        if (
+            isinstance(lik, RandomizedCRFLikelihood)
+            and lik.n_top + lik.n_sampled < V
+            and self.optimizer == "lbfgs"
+        ):
+            raise ValueError(
+                "optimizer='lbfgs' needs a smooth objective, but the randomized "
+                "likelihood draws a new sub-lattice whenever the potentials "
+                "change; use optimizer='adam', 'sgd' or 'saga'."
+            )
         if self.gradient == "pathwise" and not lik.has_gradient:
             raise ValueError(
                 f"{type(lik).__name__} gives no gradient: use gradient='score'."

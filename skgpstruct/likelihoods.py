@@ -18,7 +18,13 @@ from sklearn.base import BaseEstimator
 
 from . import chain
 
-__all__ = ["Likelihood", "CRFLikelihood", "PseudoLikelihood", "get_likelihood"]
+__all__ = [
+    "Likelihood",
+    "CRFLikelihood",
+    "PseudoLikelihood",
+    "RandomizedCRFLikelihood",
+    "get_likelihood",
+]
 
 
 class Likelihood(BaseEstimator):
@@ -144,7 +150,97 @@ class PseudoLikelihood(Likelihood):
         return chain.pseudo_log_likelihood_grad(F, B, y)
 
 
-_BY_NAME = {"crf": CRFLikelihood, "pseudo": PseudoLikelihood}
+class RandomizedCRFLikelihood(Likelihood):
+    """CRF likelihood with a randomized log-partition function (large label sets).
+
+    ``log p(y | F, B) = score(y) - log Z-hat`` where ``log Z-hat`` is the
+    randomized forward algorithm of Fu, Cunningham and Lapata (ICML 2022) on
+    ``n_top`` top states plus ``n_sampled`` sampled states per position, the
+    gold label always kept (see
+    :func:`skgpstruct.chain.randomized.randomized_marginals`). Each sample
+    costs O(T K^2) instead of O(T V^2), ``K = n_top + n_sampled``; with
+    ``K >= V`` it is the exact CRF likelihood. ``Z-hat`` is unbiased, so
+    ``log Z-hat`` is biased low and the value biased high, by an amount that
+    shrinks as ``K`` grows.
+
+    The sub-lattice of a sample is drawn from a seed that is a hash of the
+    sample's potentials and ``random_state``: the value is a deterministic
+    function of its inputs (the same model for any ``n_jobs``), and the
+    gradient treats the sub-lattice as fixed, as in training with the
+    randomized forward algorithm.
+
+    Parameters
+    ----------
+    n_top : int, default=8
+        States kept deterministically per position (gold label included).
+    n_sampled : int, default=8
+        States sampled per position from the proposal over the rest.
+    proposal : {"local+global", "local", "global", "uniform"}, default="local+global"
+        Proposal over states.
+    random_state : int, default=0
+        Mixed into the per-sample seeds.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> F, B, y = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 3, 3)), [0, 2, 1, 1]
+    >>> exact = CRFLikelihood().log_prob(F, B, y)
+    >>> bool(np.allclose(RandomizedCRFLikelihood(n_top=3, n_sampled=0).log_prob(F, B, y), exact))
+    True
+    """
+
+    has_gradient = True
+
+    def __init__(self, n_top=8, n_sampled=8, proposal="local+global", random_state=0):
+        self.n_top = n_top
+        self.n_sampled = n_sampled
+        self.proposal = proposal
+        self.random_state = random_state
+
+    def _seed(self, F_s):
+        import zlib
+
+        return (zlib.crc32(np.ascontiguousarray(F_s).tobytes())
+                + 1_000_003 * int(self.random_state)) % (2**31 - 1)
+
+    def _run(self, F, B, y, need_grad):
+        from .chain import randomized as rdp
+
+        S, T, V = F.shape
+        if self.n_top + self.n_sampled >= V:
+            exact = CRFLikelihood()
+            return exact._log_prob_grad(F, B, y) if need_grad else exact._log_prob(F, B, y)
+        values = np.empty(S)
+        dF = np.zeros_like(F) if need_grad else None
+        dB = np.zeros_like(B) if need_grad else None
+        t = np.arange(T)
+        for s in range(S):
+            res = rdp.randomized_marginals(
+                F[s], B[s], self.n_top, self.n_sampled, proposal=self.proposal,
+                random_state=self._seed(F[s]), force=y,
+            )
+            gold = F[s, t, y].sum() + B[s, y[:-1], y[1:]].sum()
+            values[s] = gold - res.log_partition
+            if need_grad:
+                dF[s] = -res.unary
+                dF[s, t, y] += 1.0
+                dB[s] = -res.pairwise
+                np.add.at(dB[s], (y[:-1], y[1:]), 1.0)
+        return (values, dF, dB) if need_grad else values
+
+    def _log_prob(self, F, B, y):
+        return self._run(F, B, y, False)
+
+    def _log_prob_grad(self, F, B, y):
+        return self._run(F, B, y, True)
+
+
+_BY_NAME = {
+    "crf": CRFLikelihood,
+    "pseudo": PseudoLikelihood,
+    "randomized": RandomizedCRFLikelihood,
+}
 
 
 def get_likelihood(likelihood):
@@ -152,7 +248,7 @@ def get_likelihood(likelihood):
 
     Parameters
     ----------
-    likelihood : {"crf", "pseudo"} or Likelihood
+    likelihood : {"crf", "pseudo", "randomized"} or Likelihood
         Name or instance (returned as is).
 
     Returns

@@ -24,6 +24,7 @@ from skgpstruct import GPStructTagger, RandomizedCRFTagger
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.features import SequenceVectorizer
 from skgpstruct.gp.kernels import LinearKernel, RBFKernel
+from skgpstruct.likelihoods import RandomizedCRFLikelihood
 from skgpstruct.metrics import SCORERS
 
 SMALL = dict(n_inducing=15, n_samples=4, n_predict_samples=16, max_iter=40)
@@ -74,6 +75,8 @@ def test_fit_predict_shapes_and_accuracy(data):
         dict(decode="viterbi"),
         dict(inducing="random"),
         dict(optimize_hyperparameters=True, kernel=RBFKernel(length_scale=2.0)),
+        dict(likelihood=RandomizedCRFLikelihood(n_top=1, n_sampled=1),
+             optimizer="adam", learning_rate=0.05, batch_size=10, max_iter=3),
     ],
 )
 def test_variants_fit_and_predict(data, params):
@@ -172,6 +175,8 @@ def test_errors(data):
         GPStructTagger().fit(X_tr[:2], [y_tr[0], y_tr[1][:-1]])
     with pytest.raises(ValueError):
         GPStructTagger(likelihood="hinge").fit(X_tr, y_tr)
+    with pytest.raises(ValueError, match="smooth objective"):
+        GPStructTagger(likelihood=RandomizedCRFLikelihood(n_top=1, n_sampled=1)).fit(X_tr, y_tr)
     gp = _fit(GPStructTagger(random_state=0, **SMALL), X_tr, y_tr)
     with pytest.raises(ValueError, match="features, expected 6"):
         gp.predict([np.zeros((3, 4))])
