@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import chain
+from ._base import SequenceTaggerMixin
 from ._sequences import SequenceData, encode_labels
 from .gp import elbo as _elbo
 from .gp.inducing import init_inducing_points
@@ -35,7 +36,6 @@ from .gp.posterior import (
     transition_kl,
 )
 from .likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
-from .metrics import flat_accuracy_score
 from .optim import make_optimizer, minimize_lbfgs
 
 __all__ = ["GPStructTagger"]
@@ -48,7 +48,7 @@ _CHUNK_SEQUENCES = 256
 _SEED_MAX = np.iinfo(np.int32).max
 
 
-class GPStructTagger(BaseEstimator):
+class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     """Linear-chain CRF whose potentials are Gaussian processes (GPstruct).
 
     One GP per label over the token features gives the unary potentials; the
@@ -182,6 +182,8 @@ class GPStructTagger(BaseEstimator):
     >>> bool(gp.score(X[30:], y[30:]) > 0.8)
     True
     """
+
+    _fitted_attribute = "q_mu_"
 
     _parameter_constraints: dict = {
         "kernel": [Kernel, None],
@@ -465,7 +467,6 @@ class GPStructTagger(BaseEstimator):
         n = data.n_sequences
         batch = n if self.batch_size is None else min(self.batch_size, n)
         n_batches = -(-n // batch)
-        scale = n / batch
         opt = make_optimizer(self.optimizer, self.learning_rate, n_blocks=n_batches)
         epochs = range(self.max_iter)
         if self.verbose:
@@ -523,10 +524,6 @@ class GPStructTagger(BaseEstimator):
                                             self.jitter)
 
     # -------------------------------------------------------------- predict
-    def _check_X(self, X):
-        check_is_fitted(self, "q_mu_")
-        return SequenceData.from_sequences(X, n_features=self.n_features_in_)
-
     def _sequence_moments(self, data):
         """Posterior moments of the unary potentials of every sequence."""
         terms = _elbo.compute_gp_terms(
@@ -612,19 +609,6 @@ class GPStructTagger(BaseEstimator):
             return [self.classes_[p] for p in data.split(paths)]
         return [self.classes_[m.argmax(axis=1)] for m in self.predict_marginals(X)]
 
-    def predict_single(self, x):
-        """Predict the labels of one sequence.
-
-        Parameters
-        ----------
-        x : array-like or sparse matrix of shape (T, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (T,)
-        """
-        return self.predict([x])[0]
-
     def elbo(self, X, y):
         """Evidence lower bound of the fitted posterior on ``(X, y)``.
 
@@ -668,28 +652,3 @@ class GPStructTagger(BaseEstimator):
         enc = LabelEncoder()
         enc.classes_ = self.classes_
         return enc
-
-    def score(self, X, y):
-        """Token accuracy of ``predict(X)`` against ``y``.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
-        y : list of array-like of shape (T_n,)
-            True labels.
-
-        Returns
-        -------
-        score : float
-            Fraction of tokens labelled correctly.
-        """
-        return flat_accuracy_score(y, self.predict(X))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.input_tags.sparse = True
-        tags.target_tags.required = True
-        tags.non_deterministic = False
-        return tags

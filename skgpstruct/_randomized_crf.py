@@ -24,15 +24,14 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import chain
+from ._base import SequenceTaggerMixin
 from ._sequences import SequenceData
 from .chain import randomized as rdp
 from .chain._rdp_batch import proposal_code, rdp_loss_grad_ragged
 from .chain.beam import beam_viterbi
-from .metrics import flat_accuracy_score
 from .optim import Adam, minimize_lbfgs
 
 __all__ = ["RandomizedCRFTagger"]
@@ -149,7 +148,7 @@ class _FusedOptimizer:
         return params
 
 
-class RandomizedCRFTagger(BaseEstimator):
+class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     """Linear-chain CRF trained with randomized dynamic programming.
 
     With ``n_top=None`` (or ``n_top + n_sampled >=`` the number of labels) it
@@ -262,6 +261,8 @@ class RandomizedCRFTagger(BaseEstimator):
     >>> bool(crf.score(X[40:], y[40:]) > 0.5)
     True
     """
+
+    _fitted_attribute = "coef_"
 
     _parameter_constraints: dict = {
         "n_top": [Interval(Integral, 1, None, closed="left"),
@@ -636,10 +637,6 @@ class RandomizedCRFTagger(BaseEstimator):
         return theta
 
     # -------------------------------------------------------------- predict
-    def _check_X(self, X):
-        check_is_fitted(self, "coef_")
-        return SequenceData.from_sequences(X, n_features=self.n_features_in_)
-
     def _unary(self, data):
         return np.asarray(data.X_flat @ self.coef_) + self.intercept_
 
@@ -676,19 +673,6 @@ class RandomizedCRFTagger(BaseEstimator):
             parts = [beam_viterbi(u, spec, self.beam_size)[0] for u in data.split(U)]
         return [self.classes_[p] for p in parts]
 
-    def predict_single(self, x):
-        """Predict the labels of one sequence.
-
-        Parameters
-        ----------
-        x : array-like or sparse matrix of shape (T, n_features)
-
-        Returns
-        -------
-        y_pred : ndarray of shape (T,)
-        """
-        return self.predict([x])[0]
-
     def predict_marginals(self, X):
         """Per-token label marginals p(y_t = j | x).
 
@@ -721,28 +705,3 @@ class RandomizedCRFTagger(BaseEstimator):
                 k = min(self.beam_size, u.shape[1])
                 out.append(rdp.randomized_marginals(u, spec, k, 0, proposal="local").unary)
         return out
-
-    def score(self, X, y):
-        """Token accuracy of ``predict(X)`` against ``y``.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
-        y : list of array-like of shape (T_n,)
-            True labels.
-
-        Returns
-        -------
-        score : float
-            Fraction of tokens labelled correctly.
-        """
-        return flat_accuracy_score(y, self.predict(X))
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.input_tags.sparse = True
-        tags.target_tags.required = True
-        tags.non_deterministic = False
-        return tags

@@ -19,7 +19,7 @@ from sklearn.utils.estimator_checks import (
     check_set_params,
 )
 
-from skgpstruct import RandomizedCRFTagger, chain
+from skgpstruct import RandomizedCRFTagger
 from skgpstruct._sequences import SequenceData
 from skgpstruct.chain import _reference as ref
 from skgpstruct.datasets import make_chain_data

@@ -34,15 +34,7 @@ live in :mod:`skgpstruct.chain._reference`.
 
 import numpy as np
 
-from ._exact_kernels import (  # noqa: F401 (tests reach the kernels here)
-    _fold,
-    _lse,
-    _forward_core,
-    _backward_core,
-    _marginals_core,
-    _path_score,
-    _ll_grad_core,
-    _viterbi_core,
+from ._exact_kernels import (
     _forward_kernel,
     _backward_kernel,
     _marginals_kernel,
