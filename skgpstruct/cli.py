@@ -3,8 +3,9 @@
 The demo is the package's main job on built-in data: it draws sequences from
 a random linear-chain model (:func:`skgpstruct.datasets.make_chain_data`),
 trains linear-chain CRFs on them (:class:`~skgpstruct.RandomizedCRFTagger`,
-exact and with randomized dynamic programming) and prints their token error
-next to a per-token logistic regression, which sees the same features but no
+exact and with randomized dynamic programming) and the Bayesian
+:class:`~skgpstruct.GPStructTagger`, and prints their token error next to a
+per-token logistic regression, which sees the same features but no
 transitions.
 """
 
@@ -42,7 +43,7 @@ def demo(n_sequences=400, n_classes=5, n_features=20, random_state=0, out=None):
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
 
-    from skgpstruct import RandomizedCRFTagger
+    from skgpstruct import GPStructTagger, RandomizedCRFTagger
     from skgpstruct.datasets import make_chain_data
     from skgpstruct.metrics import token_error_rate
 
@@ -93,6 +94,15 @@ def demo(n_sequences=400, n_classes=5, n_features=20, random_state=0, out=None):
     rows.append(
         (f"randomized-DP CRF ({k} top + 1 sampled of {n_classes}, Adam)",
          rdp_crf.predict(X_te), time.perf_counter() - t0)
+    )
+    gp = GPStructTagger(n_inducing=30, tol=1e-4, random_state=random_state)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gp.fit(X_tr, y_tr)
+    rows.append(
+        ("GPStructTagger (30 inducing points, L-BFGS)", gp.predict(X_te),
+         time.perf_counter() - t0)
     )
     errors = {}
     print(f"{'model':<52}{'token error %':>14}{'fit s':>8}", file=out)

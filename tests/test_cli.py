@@ -12,6 +12,8 @@ def test_demo_reports_crf_beating_per_token_model():
     assert "linear-chain CRF" in text and "logistic regression" in text
     crf = errors["linear-chain CRF (exact, L-BFGS, Viterbi)"]
     assert crf < errors["per-token logistic regression"]
+    gp = errors["GPStructTagger (30 inducing points, L-BFGS)"]
+    assert gp < errors["per-token logistic regression"]
     assert all(0 <= e <= 100 for e in errors.values())
 
 
