@@ -1,5 +1,6 @@
 """What the sequence taggers share: fitted-input checks, ``score``, tags."""
 
+from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
 from ._sequences import SequenceData
@@ -19,6 +20,22 @@ class SequenceTaggerMixin:
     """
 
     _fitted_attribute = None
+
+    def _fit_data(self, X, y):
+        """Validated training data and a label encoder fitted on ``y``.
+
+        Raises a ValueError when ``y`` holds a single label. The labels in
+        the returned data are not encoded yet (a warm start compares the
+        new ``classes_`` with the old ones first).
+        """
+        data = SequenceData.from_sequences(X, y)
+        encoder = LabelEncoder().fit(data.y_flat)
+        if len(encoder.classes_) < 2:
+            raise ValueError(
+                f"y has a single label ({encoder.classes_[0]!r}); a tagger needs "
+                "at least 2 classes."
+            )
+        return data, encoder
 
     def _check_X(self, X):
         check_is_fitted(self, self._fitted_attribute)

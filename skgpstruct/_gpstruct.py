@@ -374,13 +374,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
             The fitted estimator.
         """
         self._validate_params()
-        data = SequenceData.from_sequences(X, y)
-        encoder = LabelEncoder().fit(data.y_flat)
-        if len(encoder.classes_) < 2:
-            raise ValueError(
-                f"y has a single label ({encoder.classes_[0]!r}); a tagger needs "
-                "at least 2 classes."
-            )
+        data, encoder = self._fit_data(X, y)
         warm = (
             self.warm_start
             and hasattr(self, "q_mu_")

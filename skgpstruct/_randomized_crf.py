@@ -21,7 +21,6 @@ from joblib import Parallel, delayed
 from numba import njit
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
@@ -517,13 +516,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             The fitted estimator.
         """
         self._validate_params()
-        data = SequenceData.from_sequences(X, y)
-        encoder = LabelEncoder().fit(data.y_flat)
-        if len(encoder.classes_) < 2:
-            raise ValueError(
-                "y has a single label "
-                f"({encoder.classes_[0]!r}); a tagger needs at least 2 classes."
-            )
+        data, encoder = self._fit_data(X, y)
         warm = (
             self.warm_start
             and hasattr(self, "coef_")
