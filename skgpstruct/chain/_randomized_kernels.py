@@ -197,44 +197,21 @@ def rdp_forward(U, idx, logw, B, left, right, lowrank, chunk):
 
 
 @njit(cache=True, nogil=True)
-def rdp_backward(U, idx, logw, B, left, right, lowrank, alpha, log_z, chunk,
-                 n_states, want_pairwise):
-    """Backward pass matching :func:`rdp_forward`: marginals and gradients.
+def rdp_backward_into(U, idx, logw, B, left, right, lowrank, alpha, log_z, chunk,
+                      beta, grad_U, grad_B, grad_left, grad_right, node, pairwise,
+                      want_pairwise):
+    """Backward pass matching :func:`rdp_forward`, added into given arrays.
 
-    Returns
-    -------
-    beta : float64 (T, K)
-        Backward lattice (0 at the last position, node scores of later
-        positions included, not the own one).
-    node : float64 (T, K)
-        Slot marginals ``exp(alpha + beta - log_z)``.
-    grad_U : float64 (T, n_states)
-        d log Z-hat / d U: slot marginals added onto their states.
-    grad_B : float64 (N, N) or (0, 0)
-        d log Z-hat / d B (dense transitions only): pairwise slot marginals
-        added onto their state pairs.
-    grad_left, grad_right : float64 (N, r) or (0, 0)
-        d log Z-hat / d left and / d right (low-rank transitions only).
-    pairwise : float64 (T - 1, K, K) or (0, 0, 0)
-        ``pairwise[t - 1, k, l]`` = marginal of the edge between slots
-        ``(t - 1, k)`` and ``(t, l)`` when ``want_pairwise``.
+    Fills ``beta`` (T, K) (must start at 0), adds the slot marginals onto
+    their states in ``grad_U`` (T, N) and the pairwise ones into ``grad_B``
+    (N, N), or the embedding gradients into ``grad_left`` / ``grad_right``
+    (N, r) for low-rank transitions; writes the slot marginals into ``node``
+    when it has shape (T, K) (pass a (0, 0) array to skip) and the edge
+    marginals into ``pairwise`` when ``want_pairwise``. The one backward loop
+    of :func:`rdp_backward` and of the batched training pass.
     """
     T, K = idx.shape
-    beta = np.zeros((T, K))
-    if lowrank:
-        r = left.shape[1]
-        grad_left = np.zeros((n_states, r))
-        grad_right = np.zeros((n_states, r))
-        grad_B = np.zeros((0, 0))
-    else:
-        r = 0
-        grad_left = np.zeros((0, 0))
-        grad_right = np.zeros((0, 0))
-        grad_B = np.zeros((n_states, n_states))
-    if want_pairwise:
-        pairwise = np.zeros((max(T - 1, 0), K, K))
-    else:
-        pairwise = np.zeros((0, 0, 0))
+    r = left.shape[1] if lowrank else 0
     c = min(chunk, K)
     blk = np.empty((c, K))
     xi = np.empty((c, K))
@@ -288,15 +265,60 @@ def rdp_backward(U, idx, logw, B, left, right, lowrank, alpha, log_z, chunk,
         if lowrank:
             for l in range(K):
                 grad_right[cur[l]] += gR_sub[l]
-    node = np.zeros((T, K))
-    grad_U = np.zeros((T, n_states))
+    keep_node = node.shape[0] == T
     for t in range(T):
         for k in range(K):
             v = alpha[t, k] + beta[t, k] - log_z
             if v != NEG_INF:
                 p = math.exp(v)
-                node[t, k] = p
+                if keep_node:
+                    node[t, k] = p
                 grad_U[t, idx[t, k]] += p
+
+
+@njit(cache=True, nogil=True)
+def rdp_backward(U, idx, logw, B, left, right, lowrank, alpha, log_z, chunk,
+                 n_states, want_pairwise):
+    """Backward pass matching :func:`rdp_forward`: marginals and gradients.
+
+    Returns
+    -------
+    beta : float64 (T, K)
+        Backward lattice (0 at the last position, node scores of later
+        positions included, not the own one).
+    node : float64 (T, K)
+        Slot marginals ``exp(alpha + beta - log_z)``.
+    grad_U : float64 (T, n_states)
+        d log Z-hat / d U: slot marginals added onto their states.
+    grad_B : float64 (N, N) or (0, 0)
+        d log Z-hat / d B (dense transitions only): pairwise slot marginals
+        added onto their state pairs.
+    grad_left, grad_right : float64 (N, r) or (0, 0)
+        d log Z-hat / d left and / d right (low-rank transitions only).
+    pairwise : float64 (T - 1, K, K) or (0, 0, 0)
+        ``pairwise[t - 1, k, l]`` = marginal of the edge between slots
+        ``(t - 1, k)`` and ``(t, l)`` when ``want_pairwise``.
+    """
+    T, K = idx.shape
+    beta = np.zeros((T, K))
+    if lowrank:
+        r = left.shape[1]
+        grad_left = np.zeros((n_states, r))
+        grad_right = np.zeros((n_states, r))
+        grad_B = np.zeros((0, 0))
+    else:
+        grad_left = np.zeros((0, 0))
+        grad_right = np.zeros((0, 0))
+        grad_B = np.zeros((n_states, n_states))
+    if want_pairwise:
+        pairwise = np.zeros((max(T - 1, 0), K, K))
+    else:
+        pairwise = np.zeros((0, 0, 0))
+    node = np.zeros((T, K))
+    grad_U = np.zeros((T, n_states))
+    rdp_backward_into(U, idx, logw, B, left, right, lowrank, alpha, log_z, chunk,
+                      beta, grad_U, grad_B, grad_left, grad_right, node, pairwise,
+                      want_pairwise)
     return beta, node, grad_U, grad_B, grad_left, grad_right, pairwise
 
 

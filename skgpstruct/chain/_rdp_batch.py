@@ -41,8 +41,8 @@ import numpy as np
 from numba import njit
 
 from ._randomized_kernels import (
-    _edge_block_from,
     _gather_rows,
+    rdp_backward_into,
     rdp_forward,
     sample_slots,
 )
@@ -155,64 +155,9 @@ def _backward_accumulate(U, idx, logw, B, left, right, lowrank, alpha, log_z,
     ``gU`` (T, N) and ``gB`` (N, N) or ``gL`` / ``gR`` (N, r): the gradient
     of ``log Z-hat`` with respect to ``U`` and the transitions."""
     T, K = idx.shape
-    beta = np.zeros((T, K))
-    r = left.shape[1] if lowrank else 0
-    c = min(chunk, K)
-    blk = np.empty((c, K))
-    xi = np.empty((c, K))
-    cnode = np.empty(K)
-    Rc = np.empty((0, 0))
-    Lp = np.empty((0, 0))
-    gR_sub = np.zeros((K, r))
-    for t in range(T - 1, 0, -1):
-        prev = idx[t - 1]
-        cur = idx[t]
-        for l in range(K):
-            cnode[l] = U[t, cur[l]] + logw[t, l] + beta[t, l]
-        if lowrank:
-            Rc = _gather_rows(right, cur)
-            Lp = _gather_rows(left, prev)
-            gR_sub[:] = 0.0
-        for k0 in range(0, K, c):
-            k1 = min(K, k0 + c)
-            _edge_block_from(B, left, right, lowrank, Rc, prev, cur, k0, k1, blk)
-            for k in range(k0, k1):
-                row = k - k0
-                m = NEG_INF
-                for l in range(K):
-                    v = blk[row, l] + cnode[l]
-                    if v > m:
-                        m = v
-                if m == NEG_INF:
-                    beta[t - 1, k] = NEG_INF
-                else:
-                    s = 0.0
-                    for l in range(K):
-                        s += math.exp(blk[row, l] + cnode[l] - m)
-                    beta[t - 1, k] = m + math.log(s)
-                a = alpha[t - 1, k] - log_z
-                for l in range(K):
-                    if a == NEG_INF:
-                        e = 0.0
-                    else:
-                        e = math.exp(a + blk[row, l] + cnode[l])
-                    xi[row, l] = e
-                    if not lowrank:
-                        gB[prev[k], cur[l]] += e
-            if lowrank:
-                n = k1 - k0
-                gl = np.dot(xi[:n], Rc)
-                for k in range(k0, k1):
-                    gL[prev[k]] += gl[k - k0]
-                gR_sub += np.dot(xi[:n].T, Lp[k0:k1])
-        if lowrank:
-            for l in range(K):
-                gR[cur[l]] += gR_sub[l]
-    for t in range(T):
-        for k in range(K):
-            v = alpha[t, k] + beta[t, k] - log_z
-            if v != NEG_INF:
-                gU[t, idx[t, k]] += math.exp(v)
+    rdp_backward_into(U, idx, logw, B, left, right, lowrank, alpha, log_z, chunk,
+                      np.zeros((T, K)), gU, gB, gL, gR, np.zeros((0, 0)),
+                      np.zeros((0, 0, 0)), False)
 
 
 @njit(cache=True, nogil=True)
