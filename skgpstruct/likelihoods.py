@@ -98,11 +98,73 @@ class Likelihood(BaseEstimator):
             )
         return self._log_prob_grad(*self._check(F, B, y))
 
+    @staticmethod
+    def _check_many(F, B, Y):
+        F = np.asarray(F, dtype=np.float64)
+        if F.ndim != 4:
+            raise ValueError(f"F must have shape (G, S, T, V), got {F.shape}.")
+        G, S, T, V = F.shape
+        B = np.ascontiguousarray(B, dtype=np.float64)
+        if B.shape != (G, S, V, V):
+            raise ValueError(f"B must have shape (G, S, V, V) = {(G, S, V, V)}, got {B.shape}.")
+        Y = np.asarray(Y, dtype=np.int64)
+        if Y.shape != (G, T):
+            raise ValueError(f"Y must have shape (G, T) = {(G, T)}, got {Y.shape}.")
+        return np.ascontiguousarray(F), B, Y
+
+    def log_prob_many(self, F, B, Y):
+        """:meth:`log_prob` for ``G`` sequences of one length at once.
+
+        Parameters
+        ----------
+        F : array-like of shape (G, S, T, V)
+            ``S`` sampled unary potentials of each of ``G`` sequences.
+        B : array-like of shape (G, S, V, V)
+            Sampled transitions of each sample.
+        Y : array-like of int of shape (G, T)
+            Encoded labels of each sequence.
+
+        Returns
+        -------
+        values : ndarray of shape (G, S)
+        """
+        F, B, Y = self._check_many(F, B, Y)
+        return self._log_prob_many(F, B, Y)
+
+    def log_prob_grad_many(self, F, B, Y):
+        """:meth:`log_prob_grad` for ``G`` sequences of one length at once.
+
+        Parameters
+        ----------
+        F, B, Y
+            As in :meth:`log_prob_many`.
+
+        Returns
+        -------
+        values : ndarray of shape (G, S)
+        grad_F : ndarray of shape (G, S, T, V)
+        grad_B : ndarray of shape (G, S, V, V)
+        """
+        if not self.has_gradient:
+            raise NotImplementedError(
+                f"{type(self).__name__} provides values only; use gradient='score'."
+            )
+        F, B, Y = self._check_many(F, B, Y)
+        return self._log_prob_grad_many(F, B, Y)
+
     def _log_prob(self, F, B, y):
         raise NotImplementedError
 
     def _log_prob_grad(self, F, B, y):
         raise NotImplementedError
+
+    # One call per sequence; subclasses with a batched kernel override these.
+    def _log_prob_many(self, F, B, Y):
+        return np.stack([self._log_prob(F[g], B[g], Y[g]) for g in range(len(F))])
+
+    def _log_prob_grad_many(self, F, B, Y):
+        out = [self._log_prob_grad(F[g], B[g], Y[g]) for g in range(len(F))]
+        return tuple(np.stack(parts) for parts in zip(*out))
 
 
 class CRFLikelihood(Likelihood):
@@ -126,6 +188,23 @@ class CRFLikelihood(Likelihood):
 
     def _log_prob_grad(self, F, B, y):
         return chain.log_likelihood_grad(F, B, y)
+
+    @staticmethod
+    def _ragged(F, B, Y):
+        """Every (sequence, sample) as one chain of the ragged kernels."""
+        G, S, T, V = F.shape
+        lengths = np.full(G * S, T, dtype=np.int64)
+        y = np.repeat(Y, S, axis=0).ravel()
+        return F.reshape(G * S * T, V), lengths, B.reshape(G * S, V, V), y
+
+    def _log_prob_many(self, F, B, Y):
+        G, S = F.shape[:2]
+        values, _, _ = chain.log_likelihood_grad_ragged(*self._ragged(F, B, Y))
+        return values.reshape(G, S)
+
+    def _log_prob_grad_many(self, F, B, Y):
+        values, gU, gB = chain.log_likelihood_grad_ragged(*self._ragged(F, B, Y))
+        return values.reshape(F.shape[:2]), gU.reshape(F.shape), gB.reshape(B.shape)
 
 
 class PseudoLikelihood(Likelihood):

@@ -71,3 +71,29 @@ def test_get_likelihood_and_clone():
         get_likelihood("hinge")
     with pytest.raises(ValueError, match="shape"):
         CRFLikelihood().log_prob(np.zeros((2, 3)), np.zeros((3, 3)), [0, 1])
+
+
+@pytest.mark.parametrize(
+    "lik", [CRFLikelihood(), PseudoLikelihood(), RandomizedCRFLikelihood(n_top=2, n_sampled=2)],
+    ids=["crf", "pseudo", "randomized"],
+)
+def test_many_matches_per_sequence_calls(lik):
+    """log_prob(_grad)_many over G sequences = one log_prob(_grad) call each
+    (CRFLikelihood has its own batched kernel, the others the default loop)."""
+    rng = np.random.default_rng(3)
+    G, S, T, V = 4, 3, 5, 6
+    F, B = rng.normal(size=(G, S, T, V)), rng.normal(size=(G, S, V, V))
+    Y = rng.integers(0, V, (G, T))
+    values = lik.log_prob_many(F, B, Y)
+    v2, gF, gB = lik.log_prob_grad_many(F, B, Y)
+    assert values.shape == (G, S) and gF.shape == F.shape and gB.shape == B.shape
+    for g in range(G):
+        v, dF, dB = lik.log_prob_grad(F[g], B[g], Y[g])
+        np.testing.assert_allclose(values[g], v, rtol=1e-12)
+        np.testing.assert_allclose(v2[g], v, rtol=1e-12)
+        np.testing.assert_allclose(gF[g], dF, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(gB[g], dB, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="Y must have shape"):
+        lik.log_prob_many(F, B, Y[:, :-1])
+    with pytest.raises(ValueError, match="B must have shape"):
+        lik.log_prob_many(F, B[:, 0], Y)

@@ -352,9 +352,11 @@ def _viterbi_kernel(U, B, start, end, paths):
 @njit(cache=True, nogil=True)
 def _ll_grad_ragged_kernel(U, offsets, B, start, end, y, gU, gB):
     """Sequences stacked in U (n_tokens, V), sequence n in rows
-    offsets[n]:offsets[n+1]; one shared B; gB summed over sequences."""
+    offsets[n]:offsets[n+1]; B of shape (1, V, V) (shared: gB (1, V, V)
+    summed over sequences) or (n_sequences, V, V) (gB per sequence)."""
     N = offsets.shape[0] - 1
     V = U.shape[1]
+    shared = B.shape[0] == 1
     out = np.empty(N)
     T_max = _max_length(offsets)
     Uf = np.empty((T_max, V))
@@ -362,22 +364,25 @@ def _ll_grad_ragged_kernel(U, offsets, B, start, end, y, gU, gB):
     bwd = np.empty((T_max, V))
     tmp = np.empty(V)
     gB_n = np.empty((V, V))
-    gB[:, :] = 0.0
+    gB[:, :, :] = 0.0
     for n in range(N):
         a, b = offsets[n], offsets[n + 1]
         T = b - a
+        m = 0 if shared else n
         _fold(U[a:b], start, end, Uf[:T])
         gB_n[:, :] = 0.0
-        out[n] = _ll_grad_core(Uf[:T], B, y[a:b], fwd[:T], bwd[:T], tmp, gU[a:b], gB_n)
-        gB += gB_n
+        out[n] = _ll_grad_core(Uf[:T], B[m], y[a:b], fwd[:T], bwd[:T], tmp, gU[a:b], gB_n)
+        gB[m] += gB_n
     return out
 
 
 @njit(cache=True, nogil=True)
 def _viterbi_ragged_kernel(U, offsets, B, start, end, paths):
-    """Viterbi for sequences stacked in U; paths stacked like U's rows."""
+    """Viterbi for sequences stacked in U; paths stacked like U's rows;
+    B of shape (1, V, V) or (n_sequences, V, V)."""
     N = offsets.shape[0] - 1
     V = U.shape[1]
+    shared = B.shape[0] == 1
     scores = np.empty(N)
     T_max = _max_length(offsets)
     Uf = np.empty((T_max, V))
@@ -387,15 +392,18 @@ def _viterbi_ragged_kernel(U, offsets, B, start, end, paths):
         a, b = offsets[n], offsets[n + 1]
         T = b - a
         _fold(U[a:b], start, end, Uf[:T])
-        scores[n] = _viterbi_core(Uf[:T], B, delta[:T], back[:T], paths[a:b])
+        scores[n] = _viterbi_core(Uf[:T], B[0 if shared else n], delta[:T], back[:T],
+                                  paths[a:b])
     return scores
 
 
 @njit(cache=True, nogil=True)
 def _marginals_ragged_kernel(U, offsets, B, start, end, unary, pairwise):
-    """Marginals for sequences stacked in U; pairwise (N, V, V) per sequence."""
+    """Marginals for sequences stacked in U; pairwise (N, V, V) per sequence;
+    B of shape (1, V, V) or (n_sequences, V, V)."""
     N = offsets.shape[0] - 1
     V = U.shape[1]
+    shared = B.shape[0] == 1
     log_z = np.empty(N)
     T_max = _max_length(offsets)
     Uf = np.empty((T_max, V))
@@ -405,9 +413,10 @@ def _marginals_ragged_kernel(U, offsets, B, start, end, unary, pairwise):
     for n in range(N):
         a, b = offsets[n], offsets[n + 1]
         T = b - a
+        Bn = B[0 if shared else n]
         _fold(U[a:b], start, end, Uf[:T])
-        log_z[n] = _forward_core(Uf[:T], B, fwd[:T])
-        _backward_core(Uf[:T], B, bwd[:T], tmp)
+        log_z[n] = _forward_core(Uf[:T], Bn, fwd[:T])
+        _backward_core(Uf[:T], Bn, bwd[:T], tmp)
         pairwise[n, :, :] = 0.0
-        _marginals_core(Uf[:T], B, fwd[:T], bwd[:T], log_z[n], unary[a:b], pairwise[n])
+        _marginals_core(Uf[:T], Bn, fwd[:T], bwd[:T], log_z[n], unary[a:b], pairwise[n])
     return log_z

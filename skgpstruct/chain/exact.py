@@ -45,7 +45,7 @@ from ._exact_kernels import (
     _viterbi_ragged_kernel,
     _marginals_ragged_kernel,
 )
-from ._utils import check_labels, check_lengths, check_potentials
+from ._utils import _as_real_array, check_labels, check_lengths, check_potentials
 
 __all__ = [
     "forward_log",
@@ -314,13 +314,26 @@ def viterbi(U, B, start=None, end=None):
 
 
 def _check_ragged(U, lengths, B, start, end):
-    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    """Validate ragged input; ``B`` is shared ``(V, V)`` or per chain ``(n, V, V)``."""
+    B_arr = np.asarray(B)
+    per_chain = B_arr.ndim == 3
+    U3, B3, st, en, batched = check_potentials(U, B_arr[0] if per_chain else B, start, end)
     if batched or B3.shape[0] != 1:
         raise ValueError(
             "ragged functions take stacked 2-D U of shape (n_tokens, n_labels) "
-            "and one shared B of shape (n_labels, n_labels)."
+            "and B of shape (n_labels, n_labels) (shared) or (n_sequences, "
+            "n_labels, n_labels) (one per sequence)."
         )
-    return U3[0], check_lengths(lengths, U3.shape[1]), B3[0], st[0], en[0]
+    offsets = check_lengths(lengths, U3.shape[1])
+    if per_chain:
+        n, V = offsets.shape[0] - 1, U3.shape[2]
+        if B_arr.shape != (n, V, V):
+            raise ValueError(
+                f"per-sequence B must have shape (n_sequences, n_labels, n_labels) "
+                f"= {(n, V, V)}, got {B_arr.shape}."
+            )
+        B3 = _as_real_array(B_arr, "B")
+    return U3[0], offsets, B3, st[0], en[0], per_chain
 
 
 def log_likelihood_grad_ragged(U, lengths, B, y, start=None, end=None):
@@ -332,8 +345,10 @@ def log_likelihood_grad_ragged(U, lengths, B, y, start=None, end=None):
         Unary potentials of all sequences stacked (hmmlearn's layout).
     lengths : array-like of int of shape (n_sequences,)
         Sequence lengths, summing to ``n_tokens``.
-    B : array-like of shape (n_labels, n_labels)
-        Transitions shared by all sequences.
+    B : array-like of shape (n_labels, n_labels) or (n_sequences, n_labels, n_labels)
+        Transitions shared by all sequences, or one matrix per sequence (how
+        samples x sequences are batched: every sample of a sequence is a
+        chain of its own).
     y : array-like of int of shape (n_tokens,)
         Stacked labels.
     start, end : array-like of shape (n_labels,), default=None
@@ -345,8 +360,9 @@ def log_likelihood_grad_ragged(U, lengths, B, y, start=None, end=None):
         log p(y_n | U_n, B) per sequence.
     grad_U : ndarray of shape (n_tokens, n_labels)
         Per-token gradients, as :func:`log_likelihood_grad`.
-    grad_B : ndarray of shape (n_labels, n_labels)
-        Gradient of ``values.sum()`` with respect to the shared ``B``.
+    grad_B : ndarray of shape (n_labels, n_labels) or (n_sequences, n_labels, n_labels)
+        Gradient of ``values.sum()`` with respect to ``B``: summed over the
+        sequences for a shared ``B``, one per sequence otherwise.
 
     Examples
     --------
@@ -357,12 +373,12 @@ def log_likelihood_grad_ragged(U, lengths, B, y, start=None, end=None):
     >>> np.round(values, 6)
     array([-0.693147, -1.386294])
     """
-    U2, offsets, B2, st, en = _check_ragged(U, lengths, B, start, end)
+    U2, offsets, B3, st, en, per_chain = _check_ragged(U, lengths, B, start, end)
     y = check_labels(y, U2.shape[0], U2.shape[1])
     gU = np.empty_like(U2)
-    gB = np.empty_like(B2)
-    values = _ll_grad_ragged_kernel(U2, offsets, B2, st, en, y, gU, gB)
-    return values, gU, gB
+    gB = np.empty_like(B3)
+    values = _ll_grad_ragged_kernel(U2, offsets, B3, st, en, y, gU, gB)
+    return values, gU, (gB if per_chain else gB[0])
 
 
 def viterbi_ragged(U, lengths, B, start=None, end=None):
@@ -374,8 +390,8 @@ def viterbi_ragged(U, lengths, B, start=None, end=None):
         Unary potentials of all sequences stacked.
     lengths : array-like of int of shape (n_sequences,)
         Sequence lengths, summing to ``n_tokens``.
-    B : array-like of shape (n_labels, n_labels)
-        Transitions shared by all sequences.
+    B : array-like of shape (n_labels, n_labels) or (n_sequences, n_labels, n_labels)
+        Transitions shared by all sequences, or one matrix per sequence.
     start, end : array-like of shape (n_labels,), default=None
         Added to the first / last position of every sequence.
 
@@ -394,9 +410,9 @@ def viterbi_ragged(U, lengths, B, start=None, end=None):
     >>> viterbi_ragged(U, [1, 2], np.zeros((2, 2)))
     (array([0, 1, 0]), array([1., 2.]))
     """
-    U2, offsets, B2, st, en = _check_ragged(U, lengths, B, start, end)
+    U2, offsets, B3, st, en, _ = _check_ragged(U, lengths, B, start, end)
     paths = np.empty(U2.shape[0], dtype=np.int64)
-    scores = _viterbi_ragged_kernel(U2, offsets, B2, st, en, paths)
+    scores = _viterbi_ragged_kernel(U2, offsets, B3, st, en, paths)
     return paths, scores
 
 
@@ -427,8 +443,8 @@ def marginals_ragged(U, lengths, B, start=None, end=None):
     >>> pairwise.sum(axis=(1, 2))
     array([0., 1.])
     """
-    U2, offsets, B2, st, en = _check_ragged(U, lengths, B, start, end)
+    U2, offsets, B3, st, en, _ = _check_ragged(U, lengths, B, start, end)
     unary = np.empty_like(U2)
-    pairwise = np.empty((offsets.shape[0] - 1,) + B2.shape)
-    _marginals_ragged_kernel(U2, offsets, B2, st, en, unary, pairwise)
+    pairwise = np.empty((offsets.shape[0] - 1,) + B3.shape[1:])
+    _marginals_ragged_kernel(U2, offsets, B3, st, en, unary, pairwise)
     return unary, pairwise

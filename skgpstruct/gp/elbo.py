@@ -617,19 +617,17 @@ def expected_log_likelihood(
             F = F + b[:, bk.rows].transpose(1, 0, 2, 3)[:, :, None]
             F = np.ascontiguousarray(F)
             Bs = m_bin + sq * Eb
-            lp = np.empty((n_g, K, S))
+            # every (sequence, component) of the bucket in one likelihood call
+            Yk = np.repeat(y_flat[bk.rows], K, axis=0)  # (n_g K, T)
+            F4 = F.reshape(n_g * K, S, T, V)
+            B4 = Bs.reshape(n_g * K, S, V, V)
             if need_lik_grad:
-                gF = np.empty_like(F)
-                gB = np.empty_like(Bs)
-            for a, n in enumerate(bk.seqs):
-                yn = y_flat[offsets[n] : offsets[n + 1]]
-                for k in range(K):
-                    if need_lik_grad:
-                        lp[a, k], gF[a, k], gB[a, k] = likelihood.log_prob_grad(
-                            F[a, k], Bs[a, k], yn
-                        )
-                    else:
-                        lp[a, k] = likelihood.log_prob(F[a, k], Bs[a, k], yn)
+                lp, gF, gB = likelihood.log_prob_grad_many(F4, B4, Yk)
+                gF = gF.reshape(F.shape)
+                gB = gB.reshape(Bs.shape)
+            else:
+                lp = likelihood.log_prob_many(F4, B4, Yk)
+            lp = lp.reshape(n_g, K, S)
             mean_lp = lp.mean(axis=2)  # (n_g, K)
             values[bk.seqs] = mean_lp @ w
             if not return_grad:

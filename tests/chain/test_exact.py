@@ -285,6 +285,40 @@ def test_ragged_matches_per_sequence_calls():
     assert_allclose(gB, gB_sum, rtol=1e-12, atol=1e-14)
 
 
+@pytest.mark.parametrize("lengths", [[1, 5, 3, 7], [4]])
+def test_ragged_per_sequence_B_matches_per_sequence_calls(lengths):
+    """B of shape (n_sequences, V, V): each chain uses its own transitions
+    (with -inf entries) and gets its own grad_B."""
+    rng = np.random.default_rng(52)
+    V = 4
+    lengths = np.array(lengths)
+    n, N = lengths.size, lengths.sum()
+    U = rng.standard_normal((N, V))
+    B = rng.standard_normal((n, V, V))
+    B[:, 0, 1] = -np.inf
+    start, end = rng.standard_normal(V), rng.standard_normal(V)
+    y = rng.integers(0, V, N)
+    for t in range(1, N):  # keep the gold path allowed
+        if y[t - 1] == 0 and y[t] == 1:
+            y[t] = 2
+    values, gU, gB = chain.log_likelihood_grad_ragged(U, lengths, B, y, start, end)
+    paths, scores = chain.viterbi_ragged(U, lengths, B, start, end)
+    unary, pairwise = chain.marginals_ragged(U, lengths, B, start, end)
+    assert gB.shape == (n, V, V) and pairwise.shape == (n, V, V)
+    offsets = np.r_[0, np.cumsum(lengths)]
+    for k, (a, b) in enumerate(zip(offsets[:-1], offsets[1:])):
+        v, gu, gb = chain.log_likelihood_grad(U[a:b], B[k], y[a:b], start, end)
+        assert_allclose(values[k], v, rtol=1e-12)
+        assert_allclose(gU[a:b], gu, rtol=1e-12, atol=1e-15)
+        assert_allclose(gB[k], gb, rtol=1e-12, atol=1e-14)
+        p_ref, s_ref = ref.viterbi_ref(U[a:b], B[k], start, end)
+        np.testing.assert_array_equal(paths[a:b], p_ref)
+        assert scores[k] == pytest.approx(s_ref, abs=1e-10)
+        u_ref, pw_ref = ref.marginals_ref(U[a:b], B[k], start, end)
+        assert_allclose(unary[a:b], u_ref, atol=1e-10)
+        assert_allclose(pairwise[k], pw_ref, atol=1e-10)
+
+
 # ------------------------------------------------ large and -inf potentials
 def test_large_potentials_are_finite():
     """Potentials of magnitude 1e3 would overflow exp(); log space must not."""
@@ -441,8 +475,12 @@ def test_bad_ragged_input_raises():
         chain.log_likelihood_grad_ragged(U, [5, 0], B, y)
     with pytest.raises(ValueError, match="stacked 2-D U"):
         chain.log_likelihood_grad_ragged(np.zeros((1, 5, 2)), [5], B, y)
-    with pytest.raises(ValueError, match="shared B"):
+    with pytest.raises(ValueError, match="stacked 2-D U"):
         chain.log_likelihood_grad_ragged(U[None], [5], np.zeros((1, 2, 2)), y)
+    with pytest.raises(ValueError, match="per-sequence B must have shape"):
+        chain.log_likelihood_grad_ragged(U, [2, 3], np.zeros((3, 2, 2)), y)
+    with pytest.raises(ValueError, match="B contains NaN"):
+        chain.viterbi_ragged(U, [2, 3], np.full((2, 2, 2), np.nan))
     with pytest.raises(ValueError, match="y has length 4"):
         chain.log_likelihood_grad_ragged(U, [2, 3], B, [0, 1, 0, 1])
 
