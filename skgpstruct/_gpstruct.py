@@ -104,8 +104,11 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     tol : float, default=1e-6
         Relative tolerance on the objective (L-BFGS), or on the change of
         the epoch's ELBO (stochastic optimisers, two epochs in a row).
-    optimize_hyperparameters : bool, default=False
-        Also learn the kernel hyperparameters (``kernel.theta``).
+    optimize_hyperparameters : bool or "scale", default=False
+        Also learn the kernel hyperparameters (``kernel.theta``) by
+        maximising the ELBO; ``"scale"`` learns only an overall scale of the
+        kernel (``kernel_scale_``), at almost no extra cost: the kernel
+        quantities are computed once, as with False.
     decode : {"marginal", "viterbi"}, default="marginal"
         ``predict`` takes the per-token argmax of the averaged marginals
         (minimum expected Hamming loss), or runs Viterbi on the posterior
@@ -134,6 +137,9 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         Labels seen in ``fit``.
     kernel_ : Kernel
         The kernel with the fitted hyperparameters.
+    kernel_scale_ : float
+        Factor of ``kernel_`` (and of the jitter) learned with
+        ``optimize_hyperparameters="scale"``; 1.0 otherwise.
     inducing_points_ : ndarray or csr_matrix of shape (n_inducing, n_features)
         Inducing inputs ``Z``.
     q_mu_ : ndarray of shape (n_components, n_classes, n_inducing)
@@ -200,7 +206,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
-        "optimize_hyperparameters": ["boolean"],
+        "optimize_hyperparameters": ["boolean", StrOptions({"scale"})],
         "decode": [StrOptions({"marginal", "viterbi"})],
         "jitter": [Interval(Real, 0, None, closed="left")],
         "transition_prior_var": [Interval(Real, 0, None, closed="neither")],
@@ -274,7 +280,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
                 for i in range(0, len(seq_idx), _CHUNK_SEQUENCES)]
 
     def _ell(self, lik, kernel, data, seq_idx, params, seeds, Lzz, parallel,
-             hyperparameters, terms=None):
+             hyperparameters, terms=None, log_scale=None):
         """Summed expected log-likelihood of ``seq_idx`` and its gradients.
 
         ``terms`` are the kernel quantities of all of ``data`` (reused while
@@ -298,6 +304,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
                 lik, sub_terms, sub.y_flat, params, eps, eps_bin,
                 gradient=self.gradient, return_grad=True,
                 hyperparameters=hyperparameters, control_variate="cross",
+                log_scale=log_scale,
             )
             if hyperparameters:
                 grad["theta"] = _elbo.kernel_matrix_grads_to_theta(
@@ -324,6 +331,12 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
                     grad[k] += v
         return total, grad
 
+    def _hyper_mode(self):
+        """"all", "scale" or "none" from ``optimize_hyperparameters``."""
+        if isinstance(self.optimize_hyperparameters, str):
+            return "scale"
+        return "all" if self.optimize_hyperparameters else "none"
+
     def _n_threads(self):
         from joblib import effective_n_jobs
 
@@ -332,7 +345,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     def _objective(self, x, layout, lik, data, seq_idx, seeds, scale, parallel,
                    terms=None):
         """Negative ELBO (ELL of ``seq_idx`` scaled by ``scale``) and gradient."""
-        hyper = self.optimize_hyperparameters
+        hyper = self._hyper_mode() == "all"
+        learn_scale = self._hyper_mode() == "scale"
         params = layout.unpack(x[: layout.size])
         kernel = self.kernel_
         Lzz = None
@@ -340,8 +354,9 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
             kernel = kernel.clone_with_theta(x[layout.size :])
             Lzz = _elbo.inducing_cholesky(kernel, self.inducing_points_, self.jitter)
             terms = None
+        log_scale = float(x[layout.size]) if learn_scale else None
         ell, g_ell = self._ell(lik, kernel, data, seq_idx, params, seeds, Lzz,
-                               parallel, hyper, terms)
+                               parallel, hyper, terms, log_scale)
         kl_u, g_u = mixture_kl(params.q_mu, params.q_sqrt, params.weights,
                                return_grad=True)
         kl_b, g_b = transition_kl(params.m_bin, params.s_bin,
@@ -355,6 +370,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         flat = layout.pack_gradient(params, grad)
         if hyper:
             flat = np.concatenate([flat, scale * g_ell["theta"]])
+        elif learn_scale:
+            flat = np.append(flat, scale * g_ell["log_scale"])
         return -value, -flat
 
     # ------------------------------------------------------------------ fit
@@ -424,12 +441,15 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         layout = VariationalLayout(self.n_components, V, M, coupled=coupled,
                                    learn_weights=self.n_components > 1)
         x = layout.pack(params)
-        if self.optimize_hyperparameters:
+        if self._hyper_mode() == "all":
             x = np.concatenate([x, self.kernel_.theta])
+        elif self._hyper_mode() == "scale":
+            scale0 = getattr(self, "kernel_scale_", 1.0) if warm else 1.0
+            x = np.append(x, np.log(scale0))
         n = data.n_sequences
         all_idx = np.arange(n)
         terms = None
-        if not self.optimize_hyperparameters:
+        if self._hyper_mode() != "all":
             terms = _elbo.compute_gp_terms(
                 self.kernel_, data.X_flat, data.lengths, self.inducing_points_,
                 jitter=self.jitter,
@@ -507,8 +527,11 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
 
     def _store(self, x, layout):
         params = layout.unpack(x[: layout.size])
-        if self.optimize_hyperparameters:
+        self.kernel_scale_ = 1.0
+        if self._hyper_mode() == "all":
             self.kernel_ = self.kernel_.clone_with_theta(x[layout.size :])
+        elif self._hyper_mode() == "scale":
+            self.kernel_scale_ = float(np.exp(x[layout.size]))
         self.q_mu_ = params.q_mu
         self.q_sqrt_ = params.q_sqrt
         self.weights_ = params.weights
@@ -517,14 +540,18 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         self._Lzz = _elbo.inducing_cholesky(self.kernel_, self.inducing_points_,
                                             self.jitter)
 
-    # -------------------------------------------------------------- predict
-    def _sequence_moments(self, data):
-        """Posterior moments of the unary potentials of every sequence."""
+    def _terms(self, data):
+        """Kernel quantities of ``data`` under the fitted (scaled) kernel."""
         terms = _elbo.compute_gp_terms(
             self.kernel_, data.X_flat, data.lengths, self.inducing_points_,
             jitter=self.jitter, Lzz=self._Lzz,
         )
-        return _elbo.sequence_marginals(terms, self.q_mu_, self.q_sqrt_)
+        return terms.scaled(self.kernel_scale_)
+
+    # -------------------------------------------------------------- predict
+    def _sequence_moments(self, data):
+        """Posterior moments of the unary potentials of every sequence."""
+        return _elbo.sequence_marginals(self._terms(data), self.q_mu_, self.q_sqrt_)
 
     def _seeds(self, n):
         rng = check_random_state(self.random_state)
@@ -624,10 +651,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         check_is_fitted(self, "q_mu_")
         data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_)
         data.y_flat = encode_labels(self._encoder(), data.y_flat)
-        terms = _elbo.compute_gp_terms(
-            self.kernel_, data.X_flat, data.lengths, self.inducing_points_,
-            jitter=self.jitter, Lzz=self._Lzz,
-        )
+        terms = self._terms(data)
         eps, eps_bin = _elbo.draw_normals(
             data.lengths, self.q_mu_.shape[0], len(self.classes_),
             self.n_predict_samples, self._seeds(data.n_sequences),

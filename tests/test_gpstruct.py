@@ -89,6 +89,34 @@ def test_variants_fit_and_predict(data, params):
         assert not np.allclose(gp.kernel_.theta, RBFKernel(length_scale=2.0).theta)
 
 
+@pytest.mark.parametrize("optimizer", ["lbfgs", "adam"])
+def test_learned_kernel_scale(data, optimizer):
+    """optimize_hyperparameters="scale" learns kernel_scale_ on precomputed
+    terms: a higher final (fixed-sample) ELBO than the fixed kernel, and
+    prediction uses the terms of the scaled kernel (and jitter)."""
+    from skgpstruct._sequences import SequenceData
+    from skgpstruct.gp.elbo import compute_gp_terms
+
+    X_tr, y_tr, X_te, _ = data
+    kw = dict(SMALL, kernel=LinearKernel(variance=0.05), random_state=0)
+    if optimizer == "adam":
+        kw.update(optimizer="adam", learning_rate=0.05, max_iter=30)
+    fixed = _fit(GPStructTagger(**kw), X_tr, y_tr)
+    gp = _fit(GPStructTagger(optimize_hyperparameters="scale", **kw), X_tr, y_tr)
+    assert fixed.kernel_scale_ == 1.0
+    assert gp.kernel_scale_ > 2.0  # variance 0.05 is far too small for this data
+    assert gp.kernel_.get_params() == kw["kernel"].get_params()
+    assert gp.elbo_history_[-1] > fixed.elbo_history_[-1]
+    data_te = SequenceData.from_sequences(X_te, None, n_features=6)
+    t = gp._terms(data_te)
+    s = gp.kernel_scale_
+    ref = compute_gp_terms(LinearKernel(variance=0.05 * s), data_te.X_flat, data_te.lengths,
+                           gp.inducing_points_, jitter=gp.jitter * s)
+    np.testing.assert_allclose(t.A, ref.A, rtol=1e-8, atol=1e-10)
+    for a, b in zip(t.Ktilde, ref.Ktilde):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+
+
 def test_same_random_state_same_model_for_any_n_jobs(data):
     X_tr, y_tr, X_te, _ = data
     a = _fit(GPStructTagger(random_state=5, n_jobs=1, **SMALL), X_tr, y_tr)

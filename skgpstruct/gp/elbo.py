@@ -193,6 +193,28 @@ class GPTerms(NamedTuple):
         """Sequence lengths, ndarray of shape (n_sequences,)."""
         return np.diff(self.offsets)
 
+    def scaled(self, factor):
+        """The terms of the kernel (and jitter) multiplied by ``factor``.
+
+        Parameters
+        ----------
+        factor : float
+            Positive scale of the kernel.
+
+        Returns
+        -------
+        terms : GPTerms
+            ``A`` and ``Lzz`` times ``sqrt(factor)``, ``Ktilde`` and ``Knz``
+            times ``factor`` (the same object when ``factor == 1``).
+        """
+        if factor == 1.0:
+            return self
+        if not (np.isfinite(factor) and factor > 0):
+            raise ValueError(f"factor must be positive and finite, got {factor!r}.")
+        r = np.sqrt(factor)
+        return GPTerms(self.A * r, [Kt * factor for Kt in self.Ktilde], self.offsets,
+                       self.Knz * factor, self.Lzz * r)
+
     def subset(self, seq_idx):
         """The terms of some of the sequences, in the order given.
 
@@ -492,6 +514,7 @@ def expected_log_likelihood(
     return_grad=True,
     hyperparameters=False,
     control_variate="same",
+    log_scale=None,
 ):
     """Monte Carlo expected log-likelihood of each sequence, with gradients.
 
@@ -524,6 +547,16 @@ def expected_log_likelihood(
         halves of the samples (each half corrected with the other half's
         ``a``; unbiased, somewhat noisier for small ``S``); "none" uses no
         control variate.
+    log_scale : float, default=None
+        If given, the kernel of ``terms`` is multiplied by ``exp(log_scale)``
+        (``terms`` stay those of the unscaled kernel): every sampled ``F``
+        is multiplied by ``exp(log_scale / 2)``, since in the whitened
+        parametrisation ``b`` and ``chol(Sigma_n)`` scale with the square
+        root of the kernel (and the jitter with the kernel). With
+        ``return_grad``, ``grad["log_scale"]`` is its derivative, a
+        pathwise estimate (``0.5 * mean <d log p / dF, F>``) whichever
+        ``gradient`` is chosen; it needs a likelihood with
+        ``has_gradient``.
 
     Returns
     -------
@@ -567,6 +600,21 @@ def expected_log_likelihood(
             f"{type(likelihood).__name__} provides log p values only; use "
             "gradient='score'."
         )
+    amp = 1.0
+    if log_scale is not None:
+        if not np.isfinite(log_scale):
+            raise ValueError(f"log_scale must be finite, got {log_scale!r}.")
+        if return_grad and not likelihood.has_gradient:
+            raise ValueError(
+                f"{type(likelihood).__name__} provides log p values only: the "
+                "kernel scale cannot be learned with it."
+            )
+        if hyperparameters:
+            raise ValueError(
+                "log_scale is for fixed kernel terms; with hyperparameters=True "
+                "learn the kernel's own amplitude instead."
+            )
+        amp = float(np.exp(0.5 * log_scale))
     A, offsets = terms.A, terms.offsets
     N, M = A.shape
     q_mu, q_sqrt, w, m_bin, s_bin, coupled = _check_params(params, M)
@@ -587,7 +635,7 @@ def expected_log_likelihood(
     A_perm = A[perm]
     b, Sig = _g.marginal_blocks(terms, q_mu, q_sqrt, coupled, buckets, A_perm)
     pathwise = gradient == "pathwise"
-    need_lik_grad = return_grad and pathwise
+    need_lik_grad = return_grad and (pathwise or log_scale is not None)
     sq = np.sqrt(s_bin)
     wS = w / S
     values = np.empty(lengths.size)
@@ -597,6 +645,7 @@ def expected_log_likelihood(
         g_w = np.zeros(K)
         g_m = np.zeros((V, V))
         g_s = np.zeros((V, V))
+        g_scale = 0.0
 
     for bk, Sb in zip(buckets, Sig):
         n_g, T = bk.rows.shape
@@ -616,6 +665,8 @@ def expected_log_likelihood(
             F = CE.transpose(0, 1, 4, 2, 3).reshape(n_g, K, S, V, T).swapaxes(-1, -2)
             F = F + b[:, bk.rows].transpose(1, 0, 2, 3)[:, :, None]
             F = np.ascontiguousarray(F)
+            if amp != 1.0:
+                F *= amp
             Bs = m_bin + sq * Eb
             # every (sequence, component) of the bucket in one likelihood call
             Yk = np.repeat(y_flat[bk.rows], K, axis=0)  # (n_g K, T)
@@ -633,6 +684,10 @@ def expected_log_likelihood(
             if not return_grad:
                 continue
             g_w += mean_lp.sum(axis=0)
+            if log_scale is not None:
+                g_scale += 0.5 * float(np.einsum("nkstv,nkstv,k->", gF, F, wS))
+            if amp != 1.0 and pathwise:
+                gF *= amp  # d log p / d(unscaled F)
             if pathwise:
                 wk = wS[None, :, None, None]
                 db_b = gF.sum(axis=2) * wk  # (n_g, K, T, V)
@@ -666,6 +721,8 @@ def expected_log_likelihood(
         A, A_perm, perm, q_mu, q_sqrt, db, Sbar, buckets, hyperparameters
     )
     grad = {"q_mu": d_mu, "q_sqrt": d_sqrt, "weights": g_w, "m_bin": g_m, "s_bin": g_s}
+    if log_scale is not None:
+        grad["log_scale"] = g_scale
     if hyperparameters:
         grad.update(_g.kernel_matrix_grads(terms, dA, Sbar, buckets, coupled, V))
     return values, grad

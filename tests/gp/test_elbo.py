@@ -806,3 +806,45 @@ def test_small_blas_limit_is_restored_under_threads():
             assert all(ex.map(work, range(64)))
         assert blas_threads() == before
         assert g._SMALL_BLAS._depth == 0
+
+
+# --------------------------------------------------------------------------
+# learned kernel scale on fixed terms (optimize_hyperparameters="scale")
+
+
+@pytest.mark.parametrize("gradient", ["pathwise", "score"])
+@pytest.mark.parametrize("coupled", [False, True], ids=["mean_field", "coupled"])
+def test_log_scale_matches_scaled_kernel_and_finite_differences(gradient, coupled):
+    """``log_scale`` on the terms of k equals the terms of exp(log_scale) k
+    (jitter scaled with it); its gradient, and the pathwise gradients of the
+    variational parameters under it, match finite differences."""
+    X, Z, y, lengths = _problem(21, lengths=(1, 3, 4), V=2, M=4)
+    K, V, M, S = 2, 2, Z.shape[0], 3
+    layout, x0, p = _random_params(K, V, M, seed=22, coupled=coupled)
+    eps, eps_bin = draw_normals(lengths, K, V, S, [4, 5, 6])
+    kernel, rho, jitter = LinearKernel(variance=0.7), 0.9, 1e-4
+    terms = compute_gp_terms(kernel, X, lengths, Z, jitter=jitter)
+    scaled = compute_gp_terms(LinearKernel(variance=0.7 * np.exp(rho)), X, lengths, Z,
+                              jitter=jitter * np.exp(rho))
+
+    def ell(x, r):
+        return expected_log_likelihood("crf", terms, y, layout.unpack(x), eps, eps_bin,
+                                       return_grad=False, log_scale=r).sum()
+
+    values, grad = expected_log_likelihood("crf", terms, y, p, eps, eps_bin,
+                                           gradient=gradient, log_scale=rho)
+    ref = expected_log_likelihood("crf", scaled, y, p, eps, eps_bin, return_grad=False)
+    assert_allclose(values, ref, rtol=1e-10)
+    g_fd = (ell(x0, rho + H) - ell(x0, rho - H)) / (2 * H)
+    assert abs(g_fd) > 0.1  # the check can fail
+    assert grad["log_scale"] == pytest.approx(g_fd, rel=RTOL, abs=ATOL)
+    if gradient == "pathwise":
+        g_flat = layout.pack_gradient(p, {key: grad[key] for key in _VAR_KEYS})
+        g_var = _fd(lambda x: ell(x, rho), x0)
+        for name, sl in layout.slices.items():
+            assert_allclose(g_flat[sl], g_var[sl], rtol=RTOL, atol=ATOL, err_msg=name)
+    with pytest.raises(ValueError, match="hyperparameters=True"):
+        expected_log_likelihood("crf", terms, y, p, eps, eps_bin, log_scale=rho,
+                                hyperparameters=True)
+    with pytest.raises(ValueError, match="finite"):
+        expected_log_likelihood("crf", terms, y, p, eps, eps_bin, log_scale=np.inf)
