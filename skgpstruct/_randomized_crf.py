@@ -10,6 +10,7 @@ states per position (Fu, Cunningham and Lapata, ICML 2022), with the gold
 label always kept in the sub-lattice.
 """
 
+import contextlib
 import math
 import sys
 import warnings
@@ -27,6 +28,7 @@ from threadpoolctl import threadpool_limits
 
 from . import chain
 from ._base import SequenceTaggerMixin
+from ._device import resolve_device
 from ._sequences import SequenceData
 from .chain import randomized as rdp
 from .chain._rdp_batch import proposal_code, rdp_loss_grad_ragged
@@ -197,9 +199,14 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     n_jobs : int or None, default=None
         Threads over chunks of sequences (numba kernels release the GIL).
         Results do not depend on ``n_jobs``.
-    device : {"cpu", "auto"}, default="cpu"
-        Where the dynamic programmes run. ``"auto"`` is the CPU until the
-        CUDA kernels are available.
+    device : {"cpu", "cuda", "auto"}, default="cpu"
+        Where the dynamic programmes run. ``"cuda"`` computes the training
+        loss and gradient (exact and randomized), Viterbi decoding and the
+        marginals with the kernels of :mod:`skgpstruct.chain.cuda` (all the
+        sequences of a minibatch in one launch; ``n_jobs`` is then unused),
+        and raises a RuntimeError in ``fit`` without a usable GPU; ``"auto"``
+        is ``"cuda"`` when ``numba.cuda.is_available()`` and ``"cpu"``
+        otherwise. Decoding with ``beam_size`` runs on the CPU.
     random_state : int, RandomState or None, default=None
         Seeds the minibatch order, the sampled states and the low-rank
         initialisation.
@@ -228,6 +235,9 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         Training loss after every iteration / epoch.
     exact_ : bool
         Whether training used exact dynamic programming.
+    device_ : {"cpu", "cuda"}
+        The device ``fit`` resolved ``device`` to; ``predict`` and
+        ``predict_marginals`` use it too (the CPU when no GPU is usable).
 
     See Also
     --------
@@ -279,7 +289,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         "tol": [Interval(Real, 0, None, closed="left")],
         "beam_size": [Interval(Integral, 1, None, closed="left"), None],
         "n_jobs": [Integral, None],
-        "device": [StrOptions({"cpu", "auto"})],
+        "device": [StrOptions({"cpu", "cuda", "auto"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
@@ -406,7 +416,12 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                 B = trans
             else:
                 B = trans[0] @ trans[1].T
-            values, gU, gB = chain.log_likelihood_grad_ragged(U, data.lengths, B, data.y_flat)
+            if self._on_cuda():
+                values, gU, gB = self._cuda().log_likelihood_grad_ragged(
+                    U, self._device_chains(data), B)
+            else:
+                values, gU, gB = chain.log_likelihood_grad_ragged(U, data.lengths, B,
+                                                                  data.y_flat)
             loss = -float(values.sum())
             gU = np.negative(gU, out=gU)  # gradient of the loss
             if self.transitions == "full":
@@ -471,8 +486,13 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         gB = np.zeros((V, V)) if full else empty
         gL = empty if full else np.zeros_like(left)
         gR = empty if full else np.zeros_like(right)
-        losses = rdp_loss_grad_ragged(
-            np.ascontiguousarray(U), data.offsets, data.y_flat, B, left, right,
+        if self._on_cuda():
+            loss_grad, offsets, y = (self._cuda().rdp_loss_grad_ragged,
+                                     self._device_chains(data), None)
+        else:
+            loss_grad, offsets, y = rdp_loss_grad_ragged, data.offsets, data.y_flat
+        losses = loss_grad(
+            np.ascontiguousarray(U), offsets, y, B, left, right,
             not full, code, q_global, k1, uniforms, expB, shift_B, _STORE_EDGES,
             gU, gB, gL, gR)
         if not np.all(np.isfinite(losses)):
@@ -485,6 +505,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
 
     def _loss_grad(self, theta, data, seq_idx, seeds, parallel):
         """Summed loss and gradient over ``seq_idx`` (chunks in fixed order)."""
+        if self._on_cuda():  # the GPU wants all the sequences at once
+            return self._chunk_loss_grad(theta, data.subset(seq_idx), seeds)
         chunks = [seq_idx[i : i + _CHUNK_SEQUENCES]
                   for i in range(0, len(seq_idx), _CHUNK_SEQUENCES)]
         seed_chunks = [seeds[i : i + _CHUNK_SEQUENCES]
@@ -498,6 +520,37 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             loss += value
             grad += g
         return loss, grad
+
+    @staticmethod
+    def _cuda():
+        from .chain import cuda as chain_cuda  # lazy: imports numba.cuda
+
+        return chain_cuda
+
+    def _device_chains(self, data):
+        """Lengths and labels of ``data`` on the GPU, uploaded once per
+        training set (L-BFGS evaluates the same ``data`` every iteration)."""
+        cached = getattr(self, "_device_cache", None)
+        if cached is None or cached[0] is not data:
+            cached = (data, self._cuda().DeviceChains(data.lengths, data.y_flat))
+            self._device_cache = cached
+        return cached[1]
+
+    @contextlib.contextmanager
+    def _device_scope(self):
+        """Drop the device arrays of :meth:`_device_chains` when fit ends."""
+        try:
+            yield
+        finally:
+            self.__dict__.pop("_device_cache", None)
+
+    def _on_cuda(self):
+        """Whether training runs on the GPU (``device_`` set by fit)."""
+        return getattr(self, "device_", "cpu") == "cuda"
+
+    def _use_cuda(self):
+        """Whether prediction runs on the GPU (fitted on it, still usable)."""
+        return self._on_cuda() and resolve_device("auto") == "cuda"
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
@@ -516,6 +569,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             The fitted estimator.
         """
         self._validate_params()
+        self.device_ = resolve_device(self.device)
         data, encoder = self._fit_data(X, y)
         warm = (
             self.warm_start
@@ -564,7 +618,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         # calls inside are small, and multi-threaded BLAS on them only
         # oversubscribes the cores (as sklearn's KMeans, limit it to 1).
         with threadpool_limits(limits=1, user_api="blas"), \
-                Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
+                Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel, \
+                self._device_scope():
             if optimizer == "lbfgs":
                 zeros = np.zeros(data.n_sequences, dtype=np.int64)
                 n_evals = [0]
@@ -659,7 +714,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         data = self._check_X(X)
         U = self._unary(data)
         if self.beam_size is None:
-            paths, _ = chain.viterbi_ragged(U, data.lengths, self._dense_transitions())
+            viterbi = self._cuda().viterbi_ragged if self._use_cuda() else chain.viterbi_ragged
+            paths, _ = viterbi(U, data.lengths, self._dense_transitions())
             parts = data.split(paths)
         else:
             spec = self._transition_spec()
@@ -688,6 +744,9 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         out = []
         if self.beam_size is None:
             B = self._dense_transitions()
+            if self._use_cuda():
+                unary, _ = self._cuda().marginals_ragged(U, data.lengths, B)
+                return data.split(unary)
             for u in data.split(U):
                 out.append(chain.marginals(u, B)[0])
         else:
