@@ -35,7 +35,8 @@ from .gp.posterior import (
     mixture_kl,
     transition_kl,
 )
-from .likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
+from ._device import resolve_device
+from .likelihoods import CRFLikelihood, Likelihood, RandomizedCRFLikelihood, get_likelihood
 from .optim import make_optimizer, minimize_lbfgs
 
 __all__ = ["GPStructTagger"]
@@ -119,9 +120,14 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         Prior variance of the transition potentials.
     n_jobs : int or None, default=None
         Threads over chunks of sequences. Results do not depend on it.
-    device : {"cpu", "auto"}, default="cpu"
-        Where the dynamic programmes run (``"auto"`` is the CPU until the
-        CUDA kernels are available).
+    device : {"cpu", "cuda", "auto"}, default="cpu"
+        Where the forward-backward passes of training run. ``"cuda"`` runs
+        those of the CRF likelihood on the GPU (numba.cuda, one launch per
+        length bucket for all samples of its sequences); the pseudo and
+        randomized likelihoods and prediction stay on the CPU. ``"auto"``
+        is ``"cuda"`` when ``numba.cuda.is_available()``. ``"cuda"``
+        without a usable GPU raises a RuntimeError that says how to get one
+        (``pip install "skgpstruct[cuda]"``).
     random_state : int, RandomState or None, default=None
         Seeds the inducing points, the initial means and every sample.
     verbose : int, default=0
@@ -137,6 +143,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         Labels seen in ``fit``.
     kernel_ : Kernel
         The kernel with the fitted hyperparameters.
+    device_ : {"cpu", "cuda"}
+        The device ``fit`` resolved ``device`` to.
     kernel_scale_ : float
         Factor of ``kernel_`` (and of the jitter) learned with
         ``optimize_hyperparameters="scale"``; 1.0 otherwise.
@@ -211,7 +219,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         "jitter": [Interval(Real, 0, None, closed="left")],
         "transition_prior_var": [Interval(Real, 0, None, closed="neither")],
         "n_jobs": [Integral, None],
-        "device": [StrOptions({"cpu", "auto"})],
+        "device": [StrOptions({"cpu", "cuda", "auto"})],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
@@ -403,6 +411,9 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         V = len(encoder.classes_)
         data.y_flat = encoder.transform(data.y_flat).astype(np.int64)
         lik = get_likelihood(self.likelihood)
+        self.device_ = resolve_device(self.device)
+        if self.device_ == "cuda" and type(lik) is CRFLikelihood:
+            lik = clone(lik).set_params(device="cuda")
         if (
             isinstance(lik, RandomizedCRFLikelihood)
             and lik.n_top + lik.n_sampled < V

@@ -172,6 +172,15 @@ class CRFLikelihood(Likelihood):
 
     ``log p(y | F, B) = sum_t F[t, y_t] + sum_t B[y_{t-1}, y_t] - log Z(F, B)``.
 
+    Parameters
+    ----------
+    device : {"cpu", "cuda"}, default="cpu"
+        Where the batched calls (:meth:`log_prob_many`,
+        :meth:`log_prob_grad_many`, the ones GPStructTagger makes) run:
+        ``"cuda"`` uses :mod:`skgpstruct.chain.cuda`, one GPU launch for all
+        samples of all sequences of a call. Single-sequence calls stay on
+        the CPU.
+
     Examples
     --------
     >>> import numpy as np
@@ -182,6 +191,9 @@ class CRFLikelihood(Likelihood):
     """
 
     has_gradient = True
+
+    def __init__(self, device="cpu"):
+        self.device = device
 
     def _log_prob(self, F, B, y):
         return chain.log_likelihood(F, B, y)
@@ -197,13 +209,20 @@ class CRFLikelihood(Likelihood):
         y = np.repeat(Y, S, axis=0).ravel()
         return F.reshape(G * S * T, V), lengths, B.reshape(G * S, V, V), y
 
+    def _ragged_grad(self, F, B, Y):
+        if self.device == "cuda":
+            from .chain import cuda
+
+            return cuda.log_likelihood_grad_ragged(*self._ragged(F, B, Y))
+        if self.device != "cpu":
+            raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}.")
+        return chain.log_likelihood_grad_ragged(*self._ragged(F, B, Y))
+
     def _log_prob_many(self, F, B, Y):
-        G, S = F.shape[:2]
-        values, _, _ = chain.log_likelihood_grad_ragged(*self._ragged(F, B, Y))
-        return values.reshape(G, S)
+        return self._ragged_grad(F, B, Y)[0].reshape(F.shape[:2])
 
     def _log_prob_grad_many(self, F, B, Y):
-        values, gU, gB = chain.log_likelihood_grad_ragged(*self._ragged(F, B, Y))
+        values, gU, gB = self._ragged_grad(F, B, Y)
         return values.reshape(F.shape[:2]), gU.reshape(F.shape), gB.reshape(B.shape)
 
 

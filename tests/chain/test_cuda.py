@@ -459,6 +459,35 @@ def test_tagger_fit_on_cuda_matches_cpu(n_top, n_sampled, max_iter):
         assert_array_equal(got, want)
 
 
+def test_gpstruct_fit_on_cuda_matches_cpu():
+    """GPStructTagger(device="cuda") under the simulator: the CRF likelihood's
+    batched calls run on the GPU kernels and the fit equals device="cpu"."""
+    from skgpstruct import GPStructTagger
+    from skgpstruct.likelihoods import CRFLikelihood
+
+    X, y = make_chain_data(n_sequences=4, n_classes=2, n_features=3, length=(2, 3),
+                           random_state=5)
+    fits = {}
+    for device in ("cpu", "cuda"):
+        est = GPStructTagger(n_inducing=4, n_samples=2, n_predict_samples=4, max_iter=3,
+                             device=device, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fits[device] = est.fit(X, y)
+    assert fits["cuda"].device_ == "cuda" and fits["cpu"].device_ == "cpu"
+    assert fits["cpu"].elbo_history_[-1] > fits["cpu"].elbo_history_[0]  # it moved
+    assert_allclose(fits["cuda"].q_mu_, fits["cpu"].q_mu_, rtol=1e-8, atol=1e-10)
+    assert_allclose(fits["cuda"].q_sqrt_, fits["cpu"].q_sqrt_, rtol=1e-8, atol=1e-10)
+    for got, want in zip(fits["cuda"].predict_marginals(X), fits["cpu"].predict_marginals(X)):
+        assert_allclose(got, want, rtol=1e-8, atol=1e-10)
+    # the likelihood's batched call itself, against the CPU one
+    rng = np.random.default_rng(0)
+    F, B, Y = rng.normal(size=(2, 3, 4, 3)), rng.normal(size=(2, 3, 3, 3)), rng.integers(0, 3, (2, 4))
+    for got, want in zip(CRFLikelihood(device="cuda").log_prob_grad_many(F, B, Y),
+                         CRFLikelihood().log_prob_grad_many(F, B, Y)):
+        assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
 # ------------------------------------------------- compiles for a real GPU
 _TYPECHECK = textwrap.dedent("""
     import types as pytypes
