@@ -109,7 +109,10 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         Also learn the kernel hyperparameters (``kernel.theta``) by
         maximising the ELBO; ``"scale"`` learns only an overall scale of the
         kernel (``kernel_scale_``), at almost no extra cost: the kernel
-        quantities are computed once, as with False.
+        quantities are computed once, as with False. The scale is not
+        bounded: on nearly separable data the ELBO can keep rewarding a
+        larger one (seen on the CRF++ chunking folds), so check
+        ``kernel_scale_`` and ``n_iter_`` after fitting.
     decode : {"marginal", "viterbi"}, default="marginal"
         ``predict`` takes the per-token argmax of the averaged marginals
         (minimum expected Hamming loss), or runs Viterbi on the posterior
