@@ -112,6 +112,24 @@ def _build(nb, sc):
         return out
 
     @cuda.jit(device=True)
+    def block_lse_row(red, arr, row, n):
+        """``logsumexp(arr[row, :n])`` over the block (every thread gets it)."""
+        tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+        p = NEG
+        for j in range(tid, n, nt):
+            if arr[row, j] > p:
+                p = arr[row, j]
+        m = block_max(red, p)
+        lz = NEG
+        if m != NEG:
+            s = ZERO
+            for j in range(tid, n, nt):
+                s += math.exp(arr[row, j] - m)
+            s = block_sum(red, s)
+            lz = m + math.log(s)
+        return lz
+
+    @cuda.jit(device=True)
     def unary(U, start, end, a, T, t, j, si, ei):
         """U[a + t, j] with start / end folded in (as ``_fold``)."""
         v = U[a + t, j]
@@ -245,18 +263,7 @@ def _build(nb, sc):
                     fwd[a + t, j] = out
             cuda.syncthreads()
         # log Z = logsumexp of the last row
-        p = NEG
-        for j in range(tid, V, nt):
-            if fwd[a + T - 1, j] > p:
-                p = fwd[a + T - 1, j]
-        m = block_max(red, p)
-        lz = NEG
-        if m != NEG:
-            s = ZERO
-            for j in range(tid, V, nt):
-                s += math.exp(fwd[a + T - 1, j] - m)
-            s = block_sum(red, s)
-            lz = m + math.log(s)
+        lz = block_lse_row(red, fwd, a + T - 1, V)
         if tid == 0:
             logz[n] = lz
         if do_bwd:
@@ -583,18 +590,7 @@ def _build(nb, sc):
                         out = node + m + math.log(s)
                 alpha[a + t, l] = out
             cuda.syncthreads()
-        p = NEG
-        for l in range(tid, K, nt):
-            if alpha[a + T - 1, l] > p:
-                p = alpha[a + T - 1, l]
-        m = block_max(red, p)
-        lz = NEG
-        if m != NEG:
-            s = ZERO
-            for l in range(tid, K, nt):
-                s += math.exp(alpha[a + T - 1, l] - m)
-            s = block_sum(red, s)
-            lz = m + math.log(s)
+        lz = block_lse_row(red, alpha, a + T - 1, K)
         if lz == NEG:
             # no path on the sub-lattice: infinite loss, no gradient
             if tid == 0:
