@@ -88,9 +88,17 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         Estimator of the expected log-likelihood's gradient:
         reparameterisation through the per-sequence Cholesky factor, or the
         paper's score-function (gray-box) estimator with control variates.
-    n_samples : int, default=10
+    n_samples : int, default=100
         Samples per sequence and mixture component for the expected
-        log-likelihood.
+        log-likelihood. With ``optimizer="lbfgs"`` the samples are drawn
+        once, and a covariance with many free entries per sequence can be
+        fitted to a few fixed draws instead of to the posterior. On the
+        first chunking fold of the benchmarks, 10 samples gave a fitted ELBO
+        560 nats above its value on fresh samples and 8.81 % token error;
+        100 samples gave 80 nats and 7.45 %, in about the same fit time
+        (the cost per iteration is mostly the covariance algebra). Fewer
+        samples are enough for the stochastic optimisers, which draw new
+        ones every step.
     n_predict_samples : int, default=64
         Posterior samples per sequence averaged by ``predict_marginals``.
     optimizer : {"lbfgs", "adam", "sgd", "saga"}, default="lbfgs"
@@ -238,7 +246,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         posterior="mean_field",
         likelihood="crf",
         gradient="pathwise",
-        n_samples=10,
+        n_samples=100,
         n_predict_samples=64,
         optimizer="lbfgs",
         learning_rate=0.01,
