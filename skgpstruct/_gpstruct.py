@@ -105,8 +105,12 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         (the cost per iteration is mostly the covariance algebra). Fewer
         samples are enough for the stochastic optimisers, which draw new
         ones every step.
-    n_predict_samples : int, default=64
-        Posterior samples per sequence averaged by ``predict_marginals``.
+    n_predict_samples : int, default=256
+        Posterior samples per sequence averaged by ``predict_marginals``
+        (and by ``predict`` with ``decode="marginal"``). Fewer make the
+        per-token argmax noisy: on the second base NP benchmark fold the
+        token error was 5.37 / 5.63 / 5.20 / 5.17 % with 16 / 64 / 256 /
+        1024 samples, from one fit.
     optimizer : {"lbfgs", "adam", "sgd", "saga"}, default="lbfgs"
         L-BFGS on the fixed-sample ELBO (samples drawn once), or stochastic
         steps on minibatches of sequences with fresh samples every step.
@@ -254,7 +258,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         likelihood="crf",
         gradient="pathwise",
         n_samples=100,
-        n_predict_samples=64,
+        n_predict_samples=256,
         optimizer="lbfgs",
         learning_rate=0.01,
         batch_size=None,
