@@ -164,7 +164,8 @@ def make_optimizer(name, learning_rate, n_blocks=None):
     raise ValueError(f"Unknown optimizer {name!r}; expected 'adam', 'sgd' or 'saga'.")
 
 
-def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, warn=True):
+def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, warn=True,
+                   bounds=None):
     """Minimise ``fun(x) -> (value, grad)`` with scipy's L-BFGS-B.
 
     Parameters
@@ -183,6 +184,9 @@ def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, warn=True)
     warn : bool, default=True
         Emit a :class:`~sklearn.exceptions.ConvergenceWarning` when
         ``max_iter`` is reached.
+    bounds : sequence of (float or None, float or None), default=None
+        Box constraints per coordinate (scipy's L-BFGS-B ``bounds``); None
+        means unbounded.
 
     Returns
     -------
@@ -212,6 +216,7 @@ def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, warn=True)
         jac=True,
         method="L-BFGS-B",
         callback=cb,
+        bounds=bounds,
         options={"maxiter": max_iter, "ftol": tol, "gtol": tol, "maxcor": 20},
     )
     if warn and res.status == 1:

@@ -117,6 +117,34 @@ def test_learned_kernel_scale(data, optimizer):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
 
 
+@pytest.mark.parametrize("optimizer", ["lbfgs", "adam"])
+def test_hyperparameters_stay_within_bounds(data, optimizer, monkeypatch):
+    """kernel.theta stays within kernel.bounds, and kernel_scale_ within
+    _SCALE_BOUNDS, for L-BFGS-B and for the projected stochastic steps."""
+    import skgpstruct._gpstruct as mod
+
+    X_tr, y_tr, _, _ = data
+    kw = dict(SMALL, random_state=0)
+    if optimizer == "adam":
+        kw.update(optimizer="adam", learning_rate=0.1, max_iter=30)
+    free = _fit(GPStructTagger(optimize_hyperparameters="scale",
+                               kernel=LinearKernel(variance=0.05), **kw), X_tr, y_tr)
+    assert free.kernel_scale_ > 2.0  # unbounded below 2, it leaves [0.5, 1.5]
+    monkeypatch.setattr(mod, "_SCALE_BOUNDS", (0.5, 1.5))
+    gp = _fit(GPStructTagger(optimize_hyperparameters="scale",
+                             kernel=LinearKernel(variance=0.05), **kw), X_tr, y_tr)
+    assert 0.5 <= gp.kernel_scale_ <= 1.5 + 1e-12
+    np.testing.assert_allclose(gp.kernel_scale_, 1.5, rtol=1e-6)
+
+    kernel = LinearKernel(variance=0.05, variance_bounds=(0.04, 0.2))
+    gp = _fit(GPStructTagger(optimize_hyperparameters=True, kernel=kernel, **kw),
+              X_tr, y_tr)
+    lo, hi = np.exp(gp.kernel_.bounds).T
+    values = np.exp(gp.kernel_.theta)
+    assert np.all(values >= lo * (1 - 1e-9)) and np.all(values <= hi * (1 + 1e-9))
+    np.testing.assert_allclose(gp.kernel_.variance, 0.2, rtol=1e-6)
+
+
 def test_same_random_state_same_model_for_any_n_jobs(data):
     X_tr, y_tr, X_te, _ = data
     a = _fit(GPStructTagger(random_state=5, n_jobs=1, **SMALL), X_tr, y_tr)
