@@ -171,6 +171,14 @@ def _build(nb, sc):
         return m + math.log(s)
 
     @cuda.jit(device=True)
+    def chain_rows(n, offsets, B, start, end):
+        """Chain n's first row and length, and its rows of ``B``, ``start``
+        and ``end`` (row 0 when one is shared by all chains)."""
+        a = offsets[n]
+        return (a, offsets[n + 1] - a, n if B.shape[0] > 1 else 0,
+                n if start.shape[0] > 1 else 0, n if end.shape[0] > 1 else 0)
+
+    @cuda.jit(device=True)
     def edge(Bd, left, right, lowrank, i, j):
         """Transition score B[i, j], dense or ``left[i] @ right[j]``."""
         if lowrank:
@@ -219,11 +227,7 @@ def _build(nb, sc):
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         V = U.shape[1]
-        a = offsets[n]
-        T = offsets[n + 1] - a
-        b = n if B.shape[0] > 1 else 0
-        si = n if start.shape[0] > 1 else 0
-        ei = n if end.shape[0] > 1 else 0
+        a, T, b, si, ei = chain_rows(n, offsets, B, start, end)
         sm = cuda.shared.array(0, dtype=nb)
         vec = sm[:V]
         red = sm[V : V + nt]
@@ -321,11 +325,7 @@ def _build(nb, sc):
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         V = U.shape[1]
-        a = offsets[n]
-        T = offsets[n + 1] - a
-        b = n if B.shape[0] > 1 else 0
-        si = n if start.shape[0] > 1 else 0
-        ei = n if end.shape[0] > 1 else 0
+        a, T, b, si, ei = chain_rows(n, offsets, B, start, end)
         sm = cuda.shared.array(0, dtype=nb)
         red = sm[:nt]
         lz = logz[n]
@@ -418,11 +418,7 @@ def _build(nb, sc):
         tid = cuda.threadIdx.x
         nt = cuda.blockDim.x
         V = U.shape[1]
-        a = offsets[n]
-        T = offsets[n + 1] - a
-        b = n if B.shape[0] > 1 else 0
-        si = n if start.shape[0] > 1 else 0
-        ei = n if end.shape[0] > 1 else 0
+        a, T, b, si, ei = chain_rows(n, offsets, B, start, end)
         sm = cuda.shared.array(0, dtype=nb)
         vec = sm[:V]
         Bs = sm[V : V + V * V]

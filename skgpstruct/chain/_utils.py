@@ -12,8 +12,9 @@ import numpy as np
 __all__ = ["check_potentials", "check_labels", "check_lengths"]
 
 
-def _as_real_array(x, name):
-    """Convert ``x`` to a C-contiguous float64 array, rejecting NaN / +inf."""
+def _as_real_array(x, name, dtype=np.float64):
+    """Convert ``x`` to a C-contiguous ``dtype`` array, rejecting NaN / +inf
+    and finite values too large for ``dtype``."""
     if x is None:
         raise TypeError(f"{name} must be an array-like of real numbers, got None.")
     try:
@@ -26,7 +27,6 @@ def _as_real_array(x, name):
         raise TypeError(
             f"{name} must contain real numbers, got an array of dtype {arr.dtype}."
         )
-    arr = np.ascontiguousarray(arr, dtype=np.float64)
     if np.isnan(arr).any():
         raise ValueError(f"{name} contains NaN; potentials must be real or -inf.")
     if np.isposinf(arr).any():
@@ -34,7 +34,11 @@ def _as_real_array(x, name):
             f"{name} contains +inf; potentials must be finite or -inf "
             "(-inf marks a forbidden label or transition)."
         )
-    return arr
+    if arr.size and np.dtype(dtype).itemsize < arr.dtype.itemsize:
+        finite = arr[np.isfinite(arr)]
+        if finite.size and np.abs(finite).max() > np.finfo(dtype).max:
+            raise ValueError(f"{name} has values too large for {np.dtype(dtype).name}.")
+    return np.ascontiguousarray(arr, dtype=dtype)
 
 
 def check_potentials(U, B, start=None, end=None):

@@ -51,7 +51,7 @@ from numba import cuda
 from numba.core import config as _numba_config
 
 from ._cuda_kernels import kernels
-from ._utils import check_labels, check_lengths
+from ._utils import _as_real_array, check_labels, check_lengths
 
 __all__ = [
     "DeviceChains",
@@ -133,30 +133,6 @@ def _fetch(x, to_host):
 
 
 # --------------------------------------------------------------- checking
-def _host_real(x, name, dtype):
-    """Host array-like -> C-contiguous ``dtype`` array, NaN / +inf rejected."""
-    if x is None:
-        raise TypeError(f"{name} must be an array-like of real numbers, got None.")
-    try:
-        arr = np.asarray(x)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{name} could not be converted to a numeric array: {exc}") from None
-    if arr.dtype.kind not in "biuf":
-        raise TypeError(f"{name} must contain real numbers, got an array of dtype {arr.dtype}.")
-    if np.isnan(arr).any():
-        raise ValueError(f"{name} contains NaN; potentials must be real or -inf.")
-    if np.isposinf(arr).any():
-        raise ValueError(
-            f"{name} contains +inf; potentials must be finite or -inf "
-            "(-inf marks a forbidden label or transition)."
-        )
-    if arr.size and np.dtype(dtype).itemsize < arr.dtype.itemsize:
-        finite = arr[np.isfinite(arr)]
-        if finite.size and np.abs(finite).max() > np.finfo(dtype).max:
-            raise ValueError(f"{name} has values too large for {np.dtype(dtype).name}.")
-    return np.ascontiguousarray(arr, dtype=dtype)
-
-
 def _real_input(x, name, dtype):
     """Device array of ``x`` in ``dtype`` (host input checked and uploaded)."""
     if _is_device(x):
@@ -167,7 +143,7 @@ def _real_input(x, name, dtype):
                 f"dtype of U ({np.dtype(dtype).name})."
             )
         return d
-    return _to_device(_host_real(x, name, dtype))
+    return _to_device(_as_real_array(x, name, dtype))
 
 
 def _potential_dtype(U):
@@ -182,7 +158,7 @@ def _check_U(U):
         shape, dtype = d.shape, np.dtype(d.dtype)
     else:
         dtype = _potential_dtype(U) if hasattr(U, "dtype") else np.dtype(np.float64)
-        host = _host_real(U, "U", dtype)
+        host = _as_real_array(U, "U", dtype)
         shape = host.shape
         d = None
     if len(shape) != 2:
