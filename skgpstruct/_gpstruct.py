@@ -515,26 +515,25 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         self._store(x, layout)
         return self
 
-    def _bounds(self, layout):
-        """L-BFGS-B box of the flat vector: the variational parameters are
-        free; ``kernel.theta`` stays within ``kernel.bounds`` (log space, as
-        in sklearn's GaussianProcessRegressor) and the log of
-        ``kernel_scale_`` within ``log(_SCALE_BOUNDS)``."""
+    def _hyper_bounds(self):
+        """(low, high) of each learned hyperparameter in the flat vector:
+        ``kernel.bounds`` for ``kernel.theta`` (log space, as in sklearn's
+        GaussianProcessRegressor), ``log(_SCALE_BOUNDS)`` for the log of
+        ``kernel_scale_``; None when none is learned."""
         mode = self._hyper_mode()
         if mode == "none":
             return None
-        free = [(None, None)] * layout.size
         if mode == "all":
-            return free + [tuple(b) for b in self.kernel_.bounds]
-        return free + [tuple(np.log(_SCALE_BOUNDS))]
+            return np.asarray(self.kernel_.bounds, dtype=np.float64).reshape(-1, 2)
+        return np.log(np.array([_SCALE_BOUNDS], dtype=np.float64))
 
-    def _project(self, x, layout):
-        """Clip the hyperparameters of ``x`` into :meth:`_bounds` (in place)."""
-        bounds = self._bounds(layout)
-        if bounds is not None:
-            lo, hi = np.array(bounds[layout.size :], dtype=np.float64).T
-            np.clip(x[layout.size :], lo, hi, out=x[layout.size :])
-        return x
+    def _bounds(self, layout):
+        """L-BFGS-B box of the flat vector: the variational parameters are
+        free, the hyperparameters within :meth:`_hyper_bounds`."""
+        hyper = self._hyper_bounds()
+        if hyper is None:
+            return None
+        return [(None, None)] * layout.size + [tuple(b) for b in hyper]
 
     def _fit_stochastic(self, x, layout, lik, data, rng, parallel, terms):
         n = data.n_sequences
@@ -548,6 +547,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
             epochs = tqdm(epochs, desc="GPStructTagger", unit="epoch")
         small = 0
         fixed_blocks = np.arange(n)
+        hyper = self._hyper_bounds()
         for epoch in epochs:
             order = fixed_blocks if self.optimizer == "saga" else rng.permutation(n)
             seeds = rng.randint(_SEED_MAX, size=n)
@@ -565,7 +565,9 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
                     opt.step(x, grad / (n_batches * n), k)
                 else:
                     opt.step(x, grad / n)
-                self._project(x, layout)
+                if hyper is not None:  # projected step
+                    np.clip(x[layout.size :], hyper[:, 0], hyper[:, 1],
+                            out=x[layout.size :])
                 total += -value / n_batches
             self.elbo_history_.append(total)
             if self.verbose:
