@@ -42,3 +42,31 @@ def shared_dir():
     if not (SHARED_DIR / "data").is_dir():
         pytest.skip("../shared/data is not available beside the repository")
     return SHARED_DIR
+
+
+def fd_gradient(f, x, h=1e-6):
+    """Central finite differences of the scalar ``f`` at the flat vector ``x``."""
+    x = np.asarray(x, dtype=np.float64)
+    g = np.empty_like(x)
+    for i in range(x.size):
+        e = np.zeros_like(x)
+        e[i] = h
+        g[i] = (f(x + e) - f(x - e)) / (2.0 * h)
+    return g
+
+
+def _assert_grad_fd(f, x, grad, *, h=1e-6, rtol=1e-5, atol=1e-6):
+    """Assert that ``grad`` equals the central differences of ``f`` at ``x``.
+
+    ``f`` maps a flat float64 vector to a float; ``grad`` is the analytic
+    gradient at ``x`` (any shape, compared flattened).
+    """
+    expected = fd_gradient(f, x, h)
+    np.testing.assert_allclose(np.ravel(grad), expected, rtol=rtol, atol=atol)
+
+
+@pytest.fixture
+def assert_grad_fd():
+    """The one finite-difference gradient check of the test suite:
+    ``assert_grad_fd(f, x, grad, h=1e-6, rtol=1e-5, atol=1e-6)``."""
+    return _assert_grad_fd
