@@ -1,0 +1,90 @@
+"""Deterministic parallel sums over chunks of sequences.
+
+Both estimators (and the GP objective) evaluate a sum over training
+sequences as a sum over *fixed* chunks of sequences, run on joblib threads
+(the numba kernels release the GIL) and added up in chunk order. The chunk
+size is a constant of the caller, never derived from ``n_jobs``, so the
+floating-point sum (and hence a fitted model) is the same whatever
+``n_jobs`` is. This module sits below ``chain/``, ``gp/`` and the
+estimators and imports none of them.
+"""
+
+import numpy as np
+from joblib import delayed
+
+__all__ = ["chunked_sum"]
+
+
+def _add(total, part):
+    """``total + part`` for floats, arrays and dicts of arrays (in place
+    where ``total`` is an array we own)."""
+    if isinstance(part, dict):
+        for key, value in part.items():
+            total[key] = _add(total[key], value)
+        return total
+    if isinstance(part, np.ndarray):
+        total += part
+        return total
+    return total + part
+
+
+def _own(value):
+    """A copy of ``value`` that :func:`_add` may update in place."""
+    if isinstance(value, dict):
+        return {key: _own(v) for key, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return np.array(value, dtype=np.float64)
+    return value
+
+
+def chunked_sum(func, seq_idx, seeds, *, chunk_size, parallel=None):
+    """Sum ``func(chunk, chunk_seeds)`` over fixed chunks of ``seq_idx``.
+
+    Parameters
+    ----------
+    func : callable
+        ``func(chunk, chunk_seeds)`` with ``chunk`` an array of sequence
+        positions and ``chunk_seeds`` their seeds; returns a tuple of
+        floats, ndarrays or dicts of ndarrays (the same structure for every
+        chunk).
+    seq_idx : ndarray of int of shape (n_selected,)
+        Sequences to sum over, in order.
+    seeds : ndarray of shape (n_selected,)
+        One seed per selected sequence (aligned with ``seq_idx``).
+    chunk_size : int
+        Sequences per chunk: ``seq_idx[i:i + chunk_size]``.
+    parallel : joblib.Parallel or None, default=None
+        Runs the chunks (threads); None runs them in this thread.
+
+    Returns
+    -------
+    total : tuple
+        The element-wise sums of the chunks' results, added in chunk order
+        (so the result does not depend on ``parallel``'s ``n_jobs``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> f = lambda c, s: (float(c.sum()), np.ones(2) * len(c))
+    >>> chunked_sum(f, np.arange(5), np.zeros(5), chunk_size=2)
+    (10.0, array([5., 5.]))
+    """
+    seq_idx = np.asarray(seq_idx)
+    seeds = np.asarray(seeds)
+    if seq_idx.shape[0] != seeds.shape[0]:
+        raise ValueError(
+            f"seq_idx and seeds must have the same length, got {seq_idx.shape[0]} "
+            f"and {seeds.shape[0]}."
+        )
+    if seq_idx.shape[0] == 0:
+        raise ValueError("chunked_sum needs at least one sequence.")
+    starts = range(0, seq_idx.shape[0], int(chunk_size))
+    jobs = [(seq_idx[i : i + chunk_size], seeds[i : i + chunk_size]) for i in starts]
+    if parallel is None or len(jobs) == 1:
+        results = [func(c, s) for c, s in jobs]
+    else:
+        results = parallel(delayed(func)(c, s) for c, s in jobs)
+    total = tuple(_own(part) for part in results[0])
+    for result in results[1:]:  # fixed order: deterministic sums
+        total = tuple(_add(t, part) for t, part in zip(total, result))
+    return total
