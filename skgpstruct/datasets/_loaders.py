@@ -1,35 +1,21 @@
-"""Sequence-labelling data: CRF++ files, the GPstruct papers' files, synthetic chains.
+"""Loaders of sequence-labelling files: CRF++ columns, the GPstruct papers' files.
 
-* :func:`load_crfpp` reads CRF++'s column format (one token a line, the last
-  column is the label, a blank line ends a sentence) into the column sequences
-  that :class:`skgpstruct.features.CRFppTemplate` featurises.
-* :func:`load_gpstruct` reads the binary features that the GPstruct papers used
-  (pygpstruct's ``<i>.x`` / ``<i>.y`` files) into sparse matrices.
-* :func:`load_benchmark` puts both together with the benchmark folds of
-  ``folds.json`` (DESIGN.md section 7); :func:`get_data_home` says where that
-  data is looked for.
-* :func:`make_chain_data` draws sequences from a random linear-chain
-  (HMM-style) model: the built-in data of the demo and of most tests.
+:func:`load_crfpp` and :func:`load_gpstruct` read one format each;
+:func:`load_benchmark` puts them together with the folds of ``folds.json``
+found under :func:`get_data_home`.
 """
 
 import json
 import os
 import re
-from numbers import Integral, Real
+from numbers import Integral
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils import Bunch, check_random_state
-from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils import Bunch
 
-__all__ = [
-    "get_data_home",
-    "load_benchmark",
-    "load_crfpp",
-    "load_gpstruct",
-    "make_chain_data",
-]
+__all__ = ["get_data_home", "load_benchmark", "load_crfpp", "load_gpstruct"]
 
 # Number of features of the GPstruct papers' files, as pygpstruct hard-codes
 # them (src/dataset_chain.py, ``n_features_x``). The largest feature index that
@@ -242,6 +228,39 @@ def load_gpstruct(directory, n_sequences=None, *, n_features=None,
     array([0, 0])
     """
     directory = Path(directory)
+    n_files = _count_gpstruct_files(directory)
+    _check_gpstruct_args(directory, n_files, n_sequences, n_features,
+                         map_negative_labels)
+    n_return = n_files if n_sequences is None else n_sequences
+    # Only the .x files beyond n_return need reading when n_features is
+    # unknown (for the maximum index), never their .y files.
+    n_read_x = n_files if n_features is None else n_return
+    entries, n_features = _read_gpstruct_x(directory, n_read_x, n_features)
+    X, y = [], []
+    for i in range(1, n_return + 1):
+        yname = directory / f"{i}.y"
+        labels = _read_gpstruct_y(yname, map_negative_labels)
+        n_tokens = labels.shape[0]
+        ijv = entries[i - 1]
+        rows = ijv[:, 0].astype(np.int64) - 1
+        cols = ijv[:, 1].astype(np.int64) - 1
+        if rows.size and rows.max() >= n_tokens:
+            raise ValueError(
+                f"{directory / f'{i}.x'} refers to token {rows.max() + 1} but "
+                f"{yname} has {n_tokens} labels."
+            )
+        x = sp.csr_matrix(
+            (ijv[:, 2], (rows, cols)), shape=(n_tokens, n_features),
+            dtype=np.float64,
+        )
+        x.sum_duplicates()
+        X.append(x)
+        y.append(labels)
+    return X, y
+
+
+def _count_gpstruct_files(directory):
+    """Number N of ``<i>.x`` files of ``directory``, checked to be 1..N."""
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} is not a directory.")
     numbers = sorted(
@@ -258,8 +277,18 @@ def load_gpstruct(directory, n_sequences=None, *, n_features=None,
             f"The .x files of {directory} must be numbered 1..N without gaps; "
             f"missing: {missing[:10]}{' ...' if len(missing) > 10 else ''}."
         )
+    return n_files
+
+
+def _is_int(value):
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def _check_gpstruct_args(directory, n_files, n_sequences, n_features,
+                         map_negative_labels):
+    """The argument checks of :func:`load_gpstruct`."""
     if n_sequences is not None:
-        if not isinstance(n_sequences, Integral) or isinstance(n_sequences, bool):
+        if not _is_int(n_sequences):
             raise TypeError(
                 f"n_sequences must be an int or None, got {n_sequences!r}."
             )
@@ -268,27 +297,24 @@ def load_gpstruct(directory, n_sequences=None, *, n_features=None,
                 f"n_sequences must be in [1, {n_files}] ({n_files} sequences "
                 f"in {directory}), got {n_sequences}."
             )
-    if n_features is not None and (
-        not isinstance(n_features, Integral) or isinstance(n_features, bool)
-        or n_features < 1
-    ):
+    if n_features is not None and (not _is_int(n_features) or n_features < 1):
         raise ValueError(f"n_features must be a positive int, got {n_features!r}.")
-    if map_negative_labels is not None and (
-        not isinstance(map_negative_labels, Integral)
-        or isinstance(map_negative_labels, bool)
-    ):
+    if map_negative_labels is not None and not _is_int(map_negative_labels):
         raise TypeError(
             f"map_negative_labels must be an int or None, got "
             f"{map_negative_labels!r}."
         )
-    n_return = n_files if n_sequences is None else n_sequences
-    # Only the .x files beyond n_return need reading when n_features is
-    # unknown (for the maximum index), never their .y files.
-    n_read_x = n_files if n_features is None else n_return
 
+
+def _read_gpstruct_x(directory, n_read, n_features):
+    """The ``(token, feature, value)`` rows of ``1.x`` .. ``<n_read>.x``.
+
+    Returns the list of (n_i, 3) arrays and ``n_features`` (the largest
+    feature index when None, else checked against it).
+    """
     entries = []
     max_feature = 0
-    for i in range(1, n_read_x + 1):
+    for i in range(1, n_read + 1):
         fname = directory / f"{i}.x"
         ijv = _read_numbers(fname, 3)
         if ijv.size:
@@ -309,37 +335,22 @@ def load_gpstruct(directory, n_sequences=None, *, n_features=None,
             f"Feature index {max_feature} in {directory} exceeds "
             f"n_features={n_features}."
         )
+    return entries, n_features
 
-    X, y = [], []
-    for i in range(1, n_return + 1):
-        yname = directory / f"{i}.y"
-        if not yname.is_file():
-            raise FileNotFoundError(f"{yname} is missing (its .x file exists).")
-        labels = _read_numbers(yname, 1).ravel()
-        if labels.size == 0:
-            raise ValueError(f"{yname} is empty.")
-        if np.any(labels != np.floor(labels)):
-            raise ValueError(f"{yname}: labels must be integers.")
-        labels = labels.astype(np.int64)
-        if map_negative_labels is not None:
-            labels[labels < 0] = map_negative_labels
-        n_tokens = labels.shape[0]
-        ijv = entries[i - 1]
-        rows = ijv[:, 0].astype(np.int64) - 1
-        cols = ijv[:, 1].astype(np.int64) - 1
-        if rows.size and rows.max() >= n_tokens:
-            raise ValueError(
-                f"{directory / f'{i}.x'} refers to token {rows.max() + 1} but "
-                f"{yname} has {n_tokens} labels."
-            )
-        x = sp.csr_matrix(
-            (ijv[:, 2], (rows, cols)), shape=(n_tokens, n_features),
-            dtype=np.float64,
-        )
-        x.sum_duplicates()
-        X.append(x)
-        y.append(labels)
-    return X, y
+
+def _read_gpstruct_y(yname, map_negative_labels):
+    """The int64 labels of one ``<i>.y`` file, negatives mapped if asked."""
+    if not yname.is_file():
+        raise FileNotFoundError(f"{yname} is missing (its .x file exists).")
+    labels = _read_numbers(yname, 1).ravel()
+    if labels.size == 0:
+        raise ValueError(f"{yname} is empty.")
+    if np.any(labels != np.floor(labels)):
+        raise ValueError(f"{yname}: labels must be integers.")
+    labels = labels.astype(np.int64)
+    if map_negative_labels is not None:
+        labels[labels < 0] = map_negative_labels
+    return labels
 
 
 # --------------------------------------------------------------------------
@@ -367,7 +378,7 @@ def get_data_home(data_home=None):
     env = os.environ.get("SKGPSTRUCT_DATA")
     if env:
         return Path(env)
-    return (Path(__file__).resolve().parents[1] / ".." / "shared" / "data").resolve()
+    return (Path(__file__).resolve().parents[2] / ".." / "shared" / "data").resolve()
 
 
 def load_benchmark(task, *, features="crfpp", data_home=None):
@@ -491,223 +502,3 @@ def load_benchmark(task, *, features="crfpp", data_home=None):
         X=X, y=y, folds=folds, template=template, task=task,
         features=features, n_sequences=n_sequences, encoding=spec["encoding"],
     )
-
-
-# --------------------------------------------------------------------------
-# Synthetic chains
-# --------------------------------------------------------------------------
-
-
-def _check_length(length):
-    if isinstance(length, Integral) and not isinstance(length, bool):
-        if length < 1:
-            raise ValueError(f"length must be >= 1, got {length}.")
-        return int(length), int(length)
-    if isinstance(length, tuple) and len(length) == 2 and all(
-        isinstance(v, Integral) and not isinstance(v, bool) for v in length
-    ):
-        lo, hi = int(length[0]), int(length[1])
-        if not 1 <= lo <= hi:
-            raise ValueError(
-                f"length=(min, max) needs 1 <= min <= max, got {length}."
-            )
-        return lo, hi
-    raise TypeError(
-        f"length must be an int or a (min, max) tuple of ints, got {length!r}."
-    )
-
-
-def _class_means(rng, n_classes, n_features):
-    """Unit-norm class means, exactly orthonormal when that is cheap."""
-    if n_classes <= min(n_features, 100):
-        # QR of a Gaussian matrix: O(n_features n_classes^2), kept cheap.
-        q, _ = np.linalg.qr(rng.standard_normal((n_features, n_classes)))
-        return np.ascontiguousarray(q.T)
-    # Random unit directions (nearly orthogonal when n_features is large).
-    means = rng.standard_normal((n_classes, n_features))
-    norms = np.linalg.norm(means, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return means / norms
-
-
-@validate_params(
-    {
-        "n_sequences": [Interval(Integral, 1, None, closed="left")],
-        "n_classes": [Interval(Integral, 2, None, closed="left")],
-        "n_features": [Interval(Integral, 1, None, closed="left")],
-        "length": [Interval(Integral, 1, None, closed="left"), tuple],
-        "transition_strength": [Interval(Real, 0, 1, closed="both")],
-        "n_successors": [Interval(Integral, 1, None, closed="left")],
-        "noise": [Interval(Real, 0, None, closed="left"), None],
-        "sparse": ["boolean"],
-        "n_active": [Interval(Integral, 1, None, closed="left")],
-        "return_params": ["boolean"],
-        "random_state": ["random_state"],
-    },
-    prefer_skip_nested_validation=True,
-)
-def make_chain_data(
-    n_sequences=100,
-    n_classes=3,
-    n_features=10,
-    *,
-    length=(5, 20),
-    transition_strength=0.8,
-    n_successors=1,
-    noise=None,
-    sparse=False,
-    n_active=3,
-    return_params=False,
-    random_state=None,
-):
-    """Draw labelled sequences from a random linear-chain (HMM-style) model.
-
-    Labels follow a Markov chain whose transition matrix is
-    ``A = s * P + (1 - s) / n_classes`` with ``s = transition_strength`` and
-    ``P`` the average of ``n_successors`` random permutation matrices: from
-    label ``i`` the chain moves with probability ``s`` to one of ``i``'s
-    preferred successors and otherwise to a uniformly drawn label. ``A`` is
-    doubly stochastic, so with the uniform start every position's label is
-    marginally uniform, and it is stored in O(n_classes * n_successors)
-    memory (never as a dense matrix), which keeps ten thousand labels cheap.
-
-    Token features depend on the token's label only:
-
-    * dense (default): ``x_t = mu[y_t] + noise * eps``, ``eps`` standard
-      normal, with unit-norm class means ``mu`` (orthonormal when
-      ``n_classes <= min(n_features, 100)``), so that the difficulty hardly
-      depends on ``n_features``;
-    * ``sparse=True``: binary features. Every label owns a disjoint group of
-      features (when ``n_classes <= n_features``; otherwise labels share
-      one feature each). A token switches on ``n_active`` features, each drawn
-      from its label's group with probability ``1 - noise`` and uniformly
-      from all features otherwise (repeats count once).
-
-    With the defaults a per-token classifier knowing the true model labels
-    about 75% of the tokens correctly and the exact chain posterior about 90%.
-
-    Parameters
-    ----------
-    n_sequences : int, default=100
-        Number of sequences.
-    n_classes : int, default=3
-        Number of labels (at least 2).
-    n_features : int, default=10
-        Number of token features.
-    length : int or tuple of (int, int), default=(5, 20)
-        Length of every sequence, or the (min, max) range, both included,
-        from which each sequence's length is drawn uniformly.
-    transition_strength : float in [0, 1], default=0.8
-        Probability of moving to a preferred successor; 0 makes the labels
-        independent (transitions carry no information).
-    n_successors : int, default=1
-        Number of preferred successors of each label (random permutations;
-        two of them may coincide).
-    noise : float, default=None
-        Dense: standard deviation of the Gaussian noise per feature
-        (default 0.7). Sparse: probability in [0, 1] that an active feature is
-        drawn at random rather than from the label's group (default 0.5).
-    sparse : bool, default=False
-        Return binary scipy CSR features instead of dense Gaussian ones.
-    n_active : int, default=3
-        Sparse only: feature draws per token.
-    return_params : bool, default=False
-        Also return the generating model.
-    random_state : int, RandomState instance or None, default=None
-        Seed; the output is deterministic for a given int.
-
-    Returns
-    -------
-    X : list of ndarray (or csr_matrix if ``sparse``) of shape (T_n, n_features)
-        float64 token features of each sequence.
-    y : list of ndarray of int64 of shape (T_n,)
-        Labels in ``[0, n_classes)``.
-    params : :class:`~sklearn.utils.Bunch`
-        Only if ``return_params``: ``startprob`` (uniform), ``successors``
-        (n_classes, n_successors) so that ``A[i] = s * mean_j
-        onehot(successors[i, j]) + (1 - s) / n_classes``,
-        ``transition_strength``, ``noise``, and ``means`` (dense) or
-        ``feature_groups`` (sparse: the sorted feature indices of each label's
-        group) and ``n_active``.
-
-    Examples
-    --------
-    >>> X, y = make_chain_data(n_sequences=2, n_classes=3, n_features=4,
-    ...                        length=3, random_state=0)
-    >>> [x.shape for x in X], y[0].dtype
-    ([(3, 4), (3, 4)], dtype('int64'))
-    >>> int(max(s.max() for s in y)) < 3
-    True
-    """
-    lo, hi = _check_length(length)
-    if noise is None:
-        noise = 0.5 if sparse else 0.7
-    if sparse and noise > 1:
-        raise ValueError(
-            f"With sparse=True, noise is a probability and must be in [0, 1]; "
-            f"got {noise}."
-        )
-    rng = check_random_state(random_state)
-    V, D, N = int(n_classes), int(n_features), int(n_sequences)
-
-    # Label chain, all sequences at once, one time step after the other.
-    successors = np.empty((V, n_successors), dtype=np.int64)
-    for j in range(n_successors):
-        successors[:, j] = rng.permutation(V)
-    lengths = rng.randint(lo, hi + 1, size=N).astype(np.int64)
-    T_max = int(lengths.max())
-    labels = np.empty((N, T_max), dtype=np.int64)
-    labels[:, 0] = rng.randint(V, size=N)
-    for t in range(1, T_max):
-        prev = labels[:, t - 1]
-        follow = rng.random_sample(N) < transition_strength
-        pick = rng.randint(n_successors, size=N)
-        jump = rng.randint(V, size=N)
-        labels[:, t] = np.where(follow, successors[prev, pick], jump)
-    mask = np.arange(T_max)[None, :] < lengths[:, None]
-    y_flat = labels[mask]  # row-major: sequence after sequence
-    n_tokens = y_flat.shape[0]
-    ends = np.cumsum(lengths)[:-1]
-    y = [np.ascontiguousarray(s) for s in np.split(y_flat, ends)]
-
-    params = Bunch(
-        startprob=np.full(V, 1.0 / V),
-        successors=successors,
-        transition_strength=float(transition_strength),
-        noise=float(noise),
-    )
-    if not sparse:
-        means = _class_means(rng, V, D)
-        X_flat = means[y_flat] + noise * rng.standard_normal((n_tokens, D))
-        X = [np.ascontiguousarray(x) for x in np.split(X_flat, ends)]
-        params.means = means
-    else:
-        # Label c owns the features perm[c], perm[c + V], perm[c + 2V], ...
-        # (< D); when V > D, label c owns perm[c % D] alone.
-        perm = rng.permutation(D).astype(np.int64)
-        classes = np.arange(V, dtype=np.int64)
-        group_size = np.where(classes < D, (D - classes + V - 1) // V, 1)
-        n_slots = n_tokens * n_active
-        slot_label = np.repeat(y_flat, n_active)
-        u = (rng.random_sample(n_slots) * group_size[slot_label]).astype(np.int64)
-        own = perm[(slot_label + V * u) % D]
-        random_feature = rng.randint(D, size=n_slots)
-        from_noise = rng.random_sample(n_slots) < noise
-        cols = np.where(from_noise, random_feature, own)
-        rows = np.repeat(np.arange(n_tokens, dtype=np.int64), n_active)
-        X_flat = sp.csr_matrix(
-            (np.ones(n_slots), (rows, cols)), shape=(n_tokens, D)
-        )
-        X_flat.sum_duplicates()
-        X_flat.data[:] = 1.0
-        starts = np.concatenate([[0], np.cumsum(lengths)])
-        X = [X_flat[starts[n]:starts[n + 1]] for n in range(N)]
-        params.n_active = int(n_active)
-        if return_params:
-            params.feature_groups = [
-                np.sort(perm[np.arange(c, D, V)]) if c < D else perm[[c % D]]
-                for c in range(V)
-            ]
-    if return_params:
-        return X, y, params
-    return X, y

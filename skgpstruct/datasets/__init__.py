@@ -1,0 +1,26 @@
+"""Sequence-labelling data: CRF++ files, the GPstruct papers' files, synthetic chains.
+
+* :func:`load_crfpp` reads CRF++'s column format (one token a line, the last
+  column is the label, a blank line ends a sentence) into the column sequences
+  that :class:`skgpstruct.features.CRFppTemplate` featurises.
+* :func:`load_gpstruct` reads the binary features that the GPstruct papers used
+  (pygpstruct's ``<i>.x`` / ``<i>.y`` files) into sparse matrices.
+* :func:`load_benchmark` puts both together with the benchmark folds of
+  ``folds.json`` (DESIGN.md section 7); :func:`get_data_home` says where that
+  data is looked for.
+* :func:`make_chain_data` draws sequences from a random linear-chain
+  (HMM-style) model: the built-in data of the demo and of most tests.
+
+The loaders live in ``_loaders``, the synthetic data in ``_synthetic``.
+"""
+
+from ._loaders import get_data_home, load_benchmark, load_crfpp, load_gpstruct
+from ._synthetic import make_chain_data
+
+__all__ = [
+    "get_data_home",
+    "load_benchmark",
+    "load_crfpp",
+    "load_gpstruct",
+    "make_chain_data",
+]

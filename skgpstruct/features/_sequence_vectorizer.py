@@ -1,0 +1,225 @@
+"""sklearn-crfsuite's feature dicts: :class:`SequenceVectorizer`.
+
+Sequences of feature dicts (the input of ``sklearn_crfsuite.CRF``) become
+numeric feature matrices with
+:class:`~sklearn.feature_extraction.DictVectorizer`'s conventions.
+"""
+
+import math
+from collections.abc import Mapping
+from numbers import Number
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._common import _check_sequence_list, _SequenceFeatures
+
+__all__ = ["SequenceVectorizer"]
+
+
+def _add_mapping(items, mapping, prefix, sep, where):
+    for key, value in mapping.items():
+        if not isinstance(key, str):
+            raise TypeError(
+                f"{where}: feature names must be str, got {type(key).__name__} "
+                f"({key!r})."
+            )
+        name = prefix + key
+        if isinstance(value, str):
+            items.append((f"{name}{sep}{value}", 1.0))
+        elif isinstance(value, (bool, np.bool_)):
+            items.append((name, 1.0 if value else 0.0))
+        elif isinstance(value, Number) and not isinstance(value, complex):
+            try:
+                v = float(value)
+            except TypeError:
+                raise TypeError(
+                    f"{where}: feature {name!r} has a {type(value).__name__} "
+                    "value that is not a real number."
+                ) from None
+            if not math.isfinite(v):
+                raise ValueError(f"{where}: feature {name!r} has value {v}.")
+            items.append((name, v))
+        elif isinstance(value, Mapping):
+            _add_mapping(items, value, name + sep, sep, where)
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            for v in value:
+                if not isinstance(v, str):
+                    raise TypeError(
+                        f"{where}: feature {name!r} is a list holding a "
+                        f"{type(v).__name__}; lists must hold str values."
+                    )
+                items.append((f"{name}{sep}{v}", 1.0))
+        elif value is None:
+            continue
+        else:
+            raise TypeError(
+                f"{where}: feature {name!r} has a {type(value).__name__} value; "
+                "supported are str, bool, int, float, dict and list of str."
+            )
+
+
+def _token_items(token, sep, where):
+    items = []
+    if isinstance(token, Mapping):
+        _add_mapping(items, token, "", sep, where)
+    elif isinstance(token, (list, tuple)):
+        for name in token:
+            if not isinstance(name, str):
+                raise TypeError(
+                    f"{where}: a token given as a list must hold str feature "
+                    f"names, got a {type(name).__name__}."
+                )
+            items.append((name, 1.0))
+    else:
+        raise TypeError(
+            f"{where} must be a dict of features (or a list of feature names), "
+            f"got a {type(token).__name__}."
+        )
+    return items
+
+
+class SequenceVectorizer(_SequenceFeatures, auto_wrap_output_keys=None):
+    """Numeric features from sequences of feature dicts (sklearn-crfsuite's input).
+
+    ``X`` is a list of sequences, each a list of tokens, each token a dict
+    mapping feature names to values, as for ``sklearn_crfsuite.CRF``. The
+    values follow :class:`~sklearn.feature_extraction.DictVectorizer`:
+
+    * str ``v`` for name ``f``: a one-hot feature ``"f=v"`` with value 1;
+    * bool, int or float: the feature ``f`` with that numeric value;
+    * list (tuple, set) of str: one feature ``"f=v"`` per element, value 1
+      each (repeats add up);
+    * nested dict (python-crfsuite's nesting): ``{"f": {"g": value}}`` is read
+      as ``{"f=g": value}``;
+    * None: the feature is absent.
+
+    A token may also be a list of feature names, each with value 1
+    (python-crfsuite's other item form).
+
+    Parameters
+    ----------
+    dtype : NumPy floating dtype, default=np.float64
+        Dtype of the output.
+    separator : str, default="="
+        Joins a name and a string value (and nested names).
+    sparse : bool, default=True
+        Return CSR matrices; dense ndarrays if False.
+    sort : bool, default=True
+        Order the features by name; otherwise in order of first appearance.
+
+    Attributes
+    ----------
+    vocabulary_ : dict
+        Feature name -> column index.
+    feature_names_ : list of str
+        Feature names by column.
+
+    See Also
+    --------
+    CRFppTemplate : Features from CRF++ templates over column sequences.
+    sklearn.feature_extraction.DictVectorizer : The same for flat samples.
+
+    Notes
+    -----
+    Features unseen in ``fit`` are ignored by ``transform``. Zero values (for
+    instance ``False``) are features of the vocabulary but are not stored in
+    the sparse output. python-crfsuite writes ``"f:v"`` for string values;
+    pass ``separator=":"`` for the same names.
+
+    Examples
+    --------
+    >>> X = [[{"word": "He", "upper": True, "len": 2},
+    ...       {"word": "reckons", "upper": False, "len": 7}]]
+    >>> vec = SequenceVectorizer().fit(X)
+    >>> vec.get_feature_names_out().tolist()
+    ['len', 'upper', 'word=He', 'word=reckons']
+    >>> vec.transform(X)[0].toarray()
+    array([[2., 1., 1., 0.],
+           [7., 0., 0., 1.]])
+    """
+
+    _parameter_constraints: dict = {
+        "dtype": "no_validation",
+        "separator": [str],
+        "sparse": ["boolean"],
+        "sort": ["boolean"],
+    }
+    _input_tag = "dict"
+
+    def __init__(self, *, dtype=np.float64, separator="=", sparse=True, sort=True):
+        self.dtype = dtype
+        self.separator = separator
+        self.sparse = sparse
+        self.sort = sort
+
+    def _read(self, X, fitting):
+        """Check the sequences; return per token its (name, value) items."""
+        X = _check_sequence_list(X, "feature dicts")
+        sep = self.separator
+        out = []
+        for n, seq in enumerate(X):
+            if isinstance(seq, (str, bytes, Mapping)) or not hasattr(seq, "__len__"):
+                raise TypeError(
+                    f"Sequence {n} of X must be a list of feature dicts, got a "
+                    f"{type(seq).__name__}."
+                )
+            out.append(
+                [_token_items(tok, sep, f"Token {t} of sequence {n}")
+                 for t, tok in enumerate(seq)]
+            )
+        return out
+
+    def _fit_read(self, flat):
+        """Set the vocabulary from the flattened training sequences."""
+        seen = {}
+        for seq in flat:
+            for items in seq:
+                for name, _ in items:
+                    seen.setdefault(name, None)
+        if not seen:
+            raise ValueError("No feature found in X: every token is empty.")
+        names = sorted(seen) if self.sort else list(seen)
+        self.feature_names_ = names
+        self.vocabulary_ = {f: i for i, f in enumerate(names)}
+
+    def _transform_read(self, flat):
+        vocab = self.vocabulary_
+        n_features = len(vocab)
+        dtype = np.dtype(self.dtype)
+        out = []
+        for seq in flat:
+            indptr = [0]
+            indices, values = [], []
+            for items in seq:
+                for name, value in items:
+                    j = vocab.get(name)
+                    if j is not None:
+                        indices.append(j)
+                        values.append(value)
+                indptr.append(len(indices))
+            x = sp.csr_matrix(
+                (np.array(values, dtype=dtype),
+                 np.array(indices, dtype=np.int64),
+                 np.array(indptr, dtype=np.int64)),
+                shape=(len(seq), n_features),
+            )
+            x.sum_duplicates()
+            x.eliminate_zeros()
+            out.append(x if self.sparse else x.toarray())
+        return out
+
+    def transform(self, X):
+        """Feature matrices of the sequences; unseen features are ignored.
+
+        Parameters
+        ----------
+        X : list of list of dict
+            Sequences of feature dicts.
+
+        Returns
+        -------
+        Xt : list of csr_matrix of shape (T_n, n_features)
+            ndarrays instead if ``sparse=False``.
+        """
+        return self._transform_checked(X)
