@@ -8,7 +8,7 @@ scorers at the bottom (``flat_accuracy``, ...) plug into
 ``GridSearchCV(scoring=...)`` and ``cross_val_score``.
 """
 
-from functools import wraps
+import inspect
 
 import numpy as np
 from sklearn import metrics as skm
@@ -71,20 +71,10 @@ def _flatten(y_true, y_pred):
     return np.concatenate(y_true), np.concatenate(y_pred)
 
 
-def _flattens_y(func):
-    """Decorate a flat sklearn metric so that it takes lists of sequences."""
+_FLAT_DOC = """{summary}
 
-    @wraps(func)
-    def wrapper(y_true, y_pred, *args, **kwargs):
-        flat_true, flat_pred = _flatten(y_true, y_pred)
-        return func(flat_true, flat_pred, *args, **kwargs)
-
-    return wrapper
-
-
-@_flattens_y
-def flat_accuracy_score(y_true, y_pred, sample_weight=None):
-    """Token-level accuracy over all sequences.
+    {notes}The sequences are checked to line up and flattened into one list of
+    tokens, which :func:`sklearn.metrics.{metric}` scores.
 
     Parameters
     ----------
@@ -92,47 +82,105 @@ def flat_accuracy_score(y_true, y_pred, sample_weight=None):
         Gold label sequences.
     y_pred : list of array-like of shape (T_n,)
         Predicted label sequences, aligned with ``y_true``.
-    sample_weight : array-like of shape (n_tokens,), default=None
-        Per-token weights on the flattened tokens.
+{params}
+    Returns
+    -------
+{returns}{examples}    """
+
+
+def _flat_metric(name, metric, flat_metric, *, summary, returns, params="",
+                 notes="", examples=""):
+    """Build the sequence-level metric ``name`` from a token-level one.
+
+    Parameters
+    ----------
+    name : str
+        Name of the public function (set as its ``__name__``).
+    metric : str
+        Name of the :mod:`sklearn.metrics` function it applies.
+    flat_metric : callable
+        ``flat_metric(flat_true, flat_pred, *args, **kwargs)`` on the
+        flattened tokens; its signature becomes the function's.
+    summary, returns, params, notes, examples : str
+        Docstring pieces: the summary line, the numpydoc entry of the return
+        value and those of the arguments after ``y_pred`` (indented by 4
+        spaces), a paragraph before the standard description, and an
+        Examples section.
 
     Returns
     -------
+    func : callable
+        ``func(y_true, y_pred, *args, **kwargs)``.
+    """
+
+    def func(y_true, y_pred, *args, **kwargs):
+        flat_true, flat_pred = _flatten(y_true, y_pred)
+        return flat_metric(flat_true, flat_pred, *args, **kwargs)
+
+    func.__name__ = func.__qualname__ = name
+    func.__signature__ = inspect.signature(flat_metric)
+    func.__doc__ = _FLAT_DOC.format(
+        summary=summary, notes=notes + "\n\n    " if notes else "",
+        metric=metric, params=params, returns=returns,
+        examples="\n" + examples if examples else "",
+    )
+    return func
+
+
+def _accuracy(y_true, y_pred, sample_weight=None):
+    return float(skm.accuracy_score(y_true, y_pred, sample_weight=sample_weight))
+
+
+def _error_rate(y_true, y_pred):
+    return 100.0 * (1.0 - _accuracy(y_true, y_pred))
+
+
+def _f1(y_true, y_pred, **kwargs):
+    return skm.f1_score(y_true, y_pred, **kwargs)
+
+
+def _report(y_true, y_pred, **kwargs):
+    kwargs.setdefault("zero_division", 0)
+    return skm.classification_report(y_true, y_pred, **kwargs)
+
+
+flat_accuracy_score = _flat_metric(
+    "flat_accuracy_score", "accuracy_score", _accuracy,
+    summary="Token-level accuracy over all sequences.",
+    params="""\
+    sample_weight : array-like of shape (n_tokens,), default=None
+        Per-token weights on the flattened tokens.
+""",
+    returns="""\
     score : float
         Fraction of tokens whose label is predicted correctly.
-
+""",
+    examples="""\
     Examples
     --------
     >>> from skgpstruct.metrics import flat_accuracy_score
     >>> flat_accuracy_score([["B", "I"], ["O"]], [["B", "O"], ["O"]])
     0.666...
-    """
-    return float(skm.accuracy_score(y_true, y_pred, sample_weight=sample_weight))
+""",
+)
 
 
-def token_error_rate(y_true, y_pred):
-    """Token error rate in percent: ``100 * (1 - flat accuracy)``.
-
-    This is the metric of the GPstruct papers' Table 1.
-
-    Parameters
-    ----------
-    y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
-    y_pred : list of array-like of shape (T_n,)
-        Predicted label sequences.
-
-    Returns
-    -------
+token_error_rate = _flat_metric(
+    "token_error_rate", "accuracy_score", _error_rate,
+    summary="Token error rate in percent: ``100 * (1 - flat accuracy)``.",
+    notes="This is the metric of the GPstruct papers' Table 1.",
+    returns="""\
     error : float
         Percentage of mislabelled tokens.
-
+""",
+    examples="""\
     Examples
     --------
     >>> from skgpstruct.metrics import token_error_rate
     >>> token_error_rate([[0, 1, 1, 0]], [[0, 1, 0, 0]])
     25.0
-    """
-    return 100.0 * (1.0 - flat_accuracy_score(y_true, y_pred))
+""",
+)
 
 
 def sequence_accuracy_score(y_true, y_pred):
@@ -159,46 +207,31 @@ def sequence_accuracy_score(y_true, y_pred):
     return float(np.mean([np.array_equal(a, b) for a, b in zip(y_true, y_pred)]))
 
 
-@_flattens_y
-def flat_f1_score(y_true, y_pred, **kwargs):
-    """Token-level F1 score (keyword arguments as ``sklearn.metrics.f1_score``).
-
-    Parameters
-    ----------
-    y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
-    y_pred : list of array-like of shape (T_n,)
-        Predicted label sequences.
+flat_f1_score = _flat_metric(
+    "flat_f1_score", "f1_score", _f1,
+    summary="Token-level F1 score (keyword arguments as ``sklearn.metrics.f1_score``).",
+    params="""\
     **kwargs
         ``average``, ``labels``, ... passed to :func:`sklearn.metrics.f1_score`.
-
-    Returns
-    -------
+""",
+    returns="""\
     score : float or ndarray
-    """
-    return skm.f1_score(y_true, y_pred, **kwargs)
+""",
+)
 
-
-@_flattens_y
-def flat_classification_report(y_true, y_pred, **kwargs):
-    """Per-label precision, recall and F1 over all tokens.
-
-    Parameters
-    ----------
-    y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
-    y_pred : list of array-like of shape (T_n,)
-        Predicted label sequences.
+flat_classification_report = _flat_metric(
+    "flat_classification_report", "classification_report", _report,
+    summary="Per-label precision, recall and F1 over all tokens.",
+    params="""\
     **kwargs
         Passed to :func:`sklearn.metrics.classification_report`
-        (``labels``, ``digits``, ``output_dict``, ``zero_division``, ...).
-
-    Returns
-    -------
+        (``labels``, ``digits``, ``output_dict``, ...); ``zero_division``
+        defaults to 0 here.
+""",
+    returns="""\
     report : str or dict
-    """
-    kwargs.setdefault("zero_division", 0)
-    return skm.classification_report(y_true, y_pred, **kwargs)
+""",
+)
 
 
 def _split_tag(tag):

@@ -62,8 +62,9 @@ class _SequenceFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
         setattr(tags.input_tags, self._input_tag, True)
         return tags
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def _fit_once(self, X):
-        """Check ``dtype``, read ``X``, fit on it; return the read form."""
+        """Check the parameters, read ``X``, fit on it; return the read form."""
         _check_float_dtype(self.dtype)
         read = self._read(X, fitting=True)
         if not read:
@@ -71,7 +72,6 @@ class _SequenceFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
         self._fit_read(read)
         return read
 
-    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y=None):
         """Learn the features of the training sequences.
 
@@ -91,16 +91,13 @@ class _SequenceFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
         self._fit_once(X)
         return self
 
-    @_fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y=None):
         """Fit and transform, reading ``X`` once.
 
         Parameters
         ----------
-        X : list of list
-            Training sequences, as for :meth:`fit`.
-        y : None
-            Ignored.
+        X, y : list of list, None
+            As for :meth:`fit` (``y`` is ignored).
 
         Returns
         -------

@@ -131,12 +131,13 @@ class SequenceVectorizer(_SequenceFeatures, auto_wrap_output_keys=None):
     --------
     >>> X = [[{"word": "He", "upper": True, "len": 2},
     ...       {"word": "reckons", "upper": False, "len": 7}]]
-    >>> vec = SequenceVectorizer().fit(X)
-    >>> vec.get_feature_names_out().tolist()
-    ['len', 'upper', 'word=He', 'word=reckons']
-    >>> vec.transform(X)[0].toarray()
+    >>> vec = SequenceVectorizer()
+    >>> Xt = vec.fit_transform(X)
+    >>> Xt[0].toarray()
     array([[2., 1., 1., 0.],
            [7., 0., 0., 1.]])
+    >>> vec.get_feature_names_out().tolist()
+    ['len', 'upper', 'word=He', 'word=reckons']
     """
 
     _parameter_constraints: dict = {
