@@ -1,6 +1,5 @@
 """Tests of skgpstruct.features: CRFppTemplate and SequenceVectorizer."""
 
-import json
 import pickle
 import re
 from collections import Counter
@@ -19,7 +18,7 @@ from sklearn.utils.estimator_checks import (
     check_set_params,
 )
 
-from skgpstruct.datasets import load_crfpp
+from skgpstruct.datasets import load_benchmark
 from skgpstruct.features import CRFppTemplate, SequenceVectorizer
 
 # A template in CRF++'s syntax (written for these tests) exercising padding on
@@ -252,16 +251,9 @@ def test_crfpp_sklearn_api(tmp_path):
 
 @pytest.fixture(scope="module")
 def basenp_fold0(shared_dir):
-    data = shared_dir / "data"
-    with open(data / "folds.json") as f:
-        spec = json.load(f)["basenp"]
-    X, _ = load_crfpp(
-        [data / "crfpp" / spec["directory"] / name for name in spec["files"]],
-        encoding=spec["encoding"],
-    )
-    fold = spec["folds"][0]
-    template = (data / "crfpp" / spec["directory"] / "template").read_text()
-    return template, [X[i] for i in fold["train"]], [X[i] for i in fold["test"]]
+    data = load_benchmark("basenp", data_home=shared_dir / "data")
+    train, test = data.folds[0]
+    return data.template, [data.X[i] for i in train], [data.X[i] for i in test]
 
 
 def test_crfpp_basenp_matches_reference_expansion(basenp_fold0):
