@@ -1,19 +1,246 @@
-"""What the sequence taggers share: fitted-input checks, ``score``, tags."""
+"""What the sequence taggers share: the fit loop and the sklearn surface.
 
+- :class:`ConvergenceMonitor` records the minimised objective after every
+  L-BFGS iteration or epoch, prints it when verbose and applies the one
+  stopping rule of the stochastic optimisers.
+- :func:`fit_lbfgs` and :func:`fit_epochs` drive L-BFGS-B and the epochs of
+  minibatch optimisers (Adam, SGD, SAGA) on a flat parameter vector.
+- :class:`SequenceTaggerMixin` holds the common parameter constraints, the
+  shared start of ``fit`` (validation, label encoding, warm-start check,
+  device, cross-parameter checks), ``score`` and the sklearn tags.
+"""
+
+import sys
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import Parallel
 from sklearn.preprocessing import LabelEncoder
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._device import resolve_device
 from ._sequences import SequenceData
 from .metrics import flat_accuracy_score
+from .optim import minimize_lbfgs, warn_max_iter
 
-__all__ = ["SequenceTaggerMixin"]
+__all__ = ["ConvergenceMonitor", "SequenceTaggerMixin", "fit_epochs", "fit_lbfgs",
+           "minibatches"]
+
+# Largest per-sequence seed (the estimators draw seeds in [0, SEED_MAX)).
+SEED_MAX = np.iinfo(np.int32).max
+
+
+class ConvergenceMonitor:
+    """History and stopping rule of a fit (after hmmlearn's monitor).
+
+    Every L-BFGS iteration or epoch reports the value of the *minimised*
+    objective (a loss, or a negative ELBO). The stochastic optimisers stop
+    when the relative improvement ``(prev - cur) / max(|prev|, 1e-12)``
+    falls below ``tol`` two epochs in a row. The rule is signed: an epoch
+    that makes the objective worse counts as no improvement, so a run whose
+    noise outweighs its progress stops instead of wandering until
+    ``max_iter``. L-BFGS keeps scipy's own rule (``ftol = gtol = tol``); the
+    monitor only records and reports its iterations.
+
+    Parameters
+    ----------
+    tol : float
+        Relative improvement under which an epoch counts as settled.
+    max_iter : int
+        Most iterations / epochs.
+    verbose : int, default=0
+        Print one line per iteration / epoch to stderr:
+        ``"<unit> <k>: <label> <value>"``.
+    label : str, default="loss"
+        Name printed before the value.
+    sign : float, default=1.0
+        Factor of the printed value (-1 prints an ELBO for a negative ELBO).
+    unit : {"iter", "epoch"}, default="epoch"
+        Word printed before the iteration number.
+
+    Attributes
+    ----------
+    history : list of float
+        The reported objective values, in order.
+    iter : int
+        Number of values reported (L-BFGS: scipy's iteration count).
+    converged : bool
+        Whether the stopping rule (or, for L-BFGS, scipy) ended the run.
+
+    Examples
+    --------
+    >>> from skgpstruct._base import ConvergenceMonitor
+    >>> monitor = ConvergenceMonitor(tol=1e-3, max_iter=10)
+    >>> for value in [10.0, 5.0, 4.999, 4.9985]:
+    ...     monitor.report(value)
+    >>> monitor.converged, monitor.iter
+    (True, 4)
+    """
+
+    patience = 2  # epochs in a row under tol
+
+    def __init__(self, tol, max_iter, verbose=0, *, label="loss", sign=1.0, unit="epoch"):
+        self.tol = tol
+        self.max_iter = max_iter
+        self.verbose = verbose
+        self.label = label
+        self.sign = sign
+        self.unit = unit
+        self.history = []
+        self.iter = 0
+        self.converged = False
+        self._settled = 0
+        self._bar = None
+
+    def report(self, value):
+        """Record the objective after one iteration / epoch (and print it).
+
+        Parameters
+        ----------
+        value : float
+            The minimised objective.
+        """
+        if self.history:
+            prev = self.history[-1]
+            improvement = (prev - value) / max(abs(prev), 1e-12)
+            self._settled = self._settled + 1 if improvement < self.tol else 0
+            self.converged = self._settled >= self.patience
+        self.history.append(value)
+        self.iter += 1
+        if self.verbose:
+            line = f"{self.unit} {self.iter}: {self.label} {self.sign * value:.6g}"
+            if self._bar is not None:
+                self._bar.write(line, file=sys.stderr)
+            else:
+                print(line, file=sys.stderr, flush=True)
+
+
+def fit_lbfgs(fun, x0, monitor, *, bounds=None):
+    """Minimise ``fun(x) -> (value, grad)`` with L-BFGS-B.
+
+    Parameters
+    ----------
+    fun : callable
+        The full-batch objective and its gradient at a flat vector.
+    x0 : ndarray of float64 of shape (n_params,)
+        Starting point.
+    monitor : ConvergenceMonitor
+        Gives ``max_iter`` and ``tol`` (scipy's ``maxiter``, ``ftol`` and
+        ``gtol``); records every iteration.
+    bounds : list of (float or None, float or None), default=None
+        Box per coordinate (None: unbounded).
+
+    Returns
+    -------
+    x : ndarray
+        The minimiser found. ``monitor.iter`` is scipy's iteration count.
+    """
+    monitor.unit = "iter"
+    x, n_iter, _ = minimize_lbfgs(fun, x0, max_iter=monitor.max_iter, tol=monitor.tol,
+                                  callback=monitor.report, bounds=bounds)
+    monitor.iter = n_iter
+    monitor.converged = n_iter < monitor.max_iter
+    return x
+
+
+def minibatches(n_sequences, batch_size):
+    """Sequences per minibatch and minibatches per epoch.
+
+    Parameters
+    ----------
+    n_sequences : int
+    batch_size : int or None
+        None: one minibatch of all sequences.
+
+    Returns
+    -------
+    batch : int
+    n_batches : int
+    """
+    batch = n_sequences if batch_size is None else min(batch_size, n_sequences)
+    return batch, -(-n_sequences // batch)
+
+
+def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
+               project=None, desc=None):
+    """Run epochs of minibatch steps on ``x`` (in place) until the monitor
+    says converged or ``max_iter`` epochs are done.
+
+    Every epoch draws, from ``rng``, the order of the sequences (a
+    permutation; the fixed blocks ``0..n-1`` for SAGA) and then one seed
+    per sequence (``rng.randint(SEED_MAX, size=n)``).
+
+    Parameters
+    ----------
+    step : callable
+        ``step(x, seq_idx, seeds) -> (value, grad, scale)``: the
+        minibatch's share of the epoch objective (summed over the epoch and
+        reported to ``monitor``), and the gradient the optimiser steps on,
+        ``scale * grad``.
+    x : ndarray of float64 of shape (n_params,)
+        Parameters, updated in place.
+    optimizer : SGD, Adam or SAGA
+        From :func:`skgpstruct.optim.make_optimizer`.
+    monitor : ConvergenceMonitor
+        Gives ``max_iter`` and the stopping rule; records every epoch.
+    n_sequences : int
+        Number of training sequences.
+    batch_size : int or None
+        Sequences per minibatch (None: all).
+    rng : RandomState
+        The estimator's generator.
+    project : (int, ndarray, ndarray) or None, default=None
+        ``(start, low, high)``: after every step ``x[start:]`` is clipped to
+        the box (projected steps for bounded hyperparameters).
+    desc : str, default=None
+        Label of the tqdm progress bar shown when ``monitor.verbose``.
+
+    Returns
+    -------
+    x : ndarray
+    """
+    n = n_sequences
+    batch, n_batches = minibatches(n, batch_size)
+    epochs = range(monitor.max_iter)
+    if monitor.verbose:
+        from tqdm.auto import tqdm
+
+        epochs = monitor._bar = tqdm(epochs, desc=desc, unit="epoch", file=sys.stderr)
+    try:
+        for _ in epochs:
+            order = np.arange(n) if optimizer.fixed_blocks else rng.permutation(n)
+            seeds = rng.randint(SEED_MAX, size=n)
+            total = 0.0
+            for k in range(n_batches):
+                idx = order[k * batch : (k + 1) * batch]
+                value, grad, scale = step(x, idx, seeds[idx])
+                optimizer.step(x, grad, scale=scale, block=k)
+                if project is not None:
+                    start, low, high = project
+                    np.clip(x[start:], low, high, out=x[start:])
+                total += value
+            monitor.report(total)
+            if monitor.converged:
+                return x
+    finally:
+        if monitor._bar is not None:
+            monitor._bar.close()
+            monitor._bar = None
+    warn_max_iter(type(optimizer).__name__, monitor.max_iter, "epochs")
+    return x
 
 
 class SequenceTaggerMixin:
     """Mixin for estimators that label lists of sequences.
 
-    Subclasses define ``predict`` and the name of one fitted attribute in
-    ``_fitted_attribute``; the mixin adds ``predict_single``, ``score``
+    Subclasses define ``predict``, ``_fit(data, warm, resolved)``, the name
+    of one fitted attribute in ``_fitted_attribute``, and extend
+    ``_parameter_constraints`` (the entries every tagger has: ``max_iter``,
+    ``tol``, ``n_jobs``, ``device``, ``random_state``, ``verbose``,
+    ``warm_start``). ``fit`` runs :meth:`_fit_setup` (which calls the
+    subclass's :meth:`_check_params`, the cross-parameter checks) and then
+    ``_fit``. The mixin adds ``predict_single``, ``score``
     (flat token accuracy, as sklearn-crfsuite) and the sklearn tags of an
     estimator whose ``X`` is a list of 2-D sequences. Put it left of
     ``BaseEstimator`` in the bases.
@@ -21,13 +248,50 @@ class SequenceTaggerMixin:
 
     _fitted_attribute = None
 
-    def _fit_data(self, X, y):
-        """Validated training data and a label encoder fitted on ``y``.
+    _parameter_constraints: dict = {
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_jobs": [Integral, None],
+        "device": [StrOptions({"cpu", "cuda", "auto"})],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+    }
 
-        Raises a ValueError when ``y`` holds a single label. The labels in
-        the returned data are not encoded yet (a warm start compares the
-        new ``classes_`` with the old ones first).
+    # ------------------------------------------------------------- fit setup
+    def _check_params(self, n_classes):
+        """Cross-parameter checks that ``_validate_params`` cannot make.
+
+        Called by :meth:`_fit_setup` once the number of classes and
+        ``device_`` are known; raises a ValueError for an inconsistent
+        combination and returns what ``fit`` needs resolved (subclasses).
         """
+        return None
+
+    def _warm_start_compatible(self):
+        """Whether the fitted state fits the current parameters (subclasses
+        add their own conditions to the shared warm-start check)."""
+        return True
+
+    def _fit_setup(self, X, y):
+        """The shared start of ``fit``.
+
+        Validates the parameters and the data, fits the label encoder,
+        decides whether to warm start (``warm_start`` and a previous fit with
+        the same ``classes_`` and ``n_features_in_``), encodes the labels,
+        resolves ``device_``, runs :meth:`_check_params` and sets
+        ``classes_`` and ``n_features_in_``.
+
+        Returns
+        -------
+        data : SequenceData
+            Stacked training tokens with int64 labels.
+        warm : bool
+            Whether to continue from the fitted state.
+        resolved : object
+            What :meth:`_check_params` returned.
+        """
+        self._validate_params()
         data = SequenceData.from_sequences(X, y)
         encoder = LabelEncoder().fit(data.y_flat)
         if len(encoder.classes_) < 2:
@@ -35,8 +299,50 @@ class SequenceTaggerMixin:
                 f"y has a single label ({encoder.classes_[0]!r}); a tagger needs "
                 "at least 2 classes."
             )
-        return data, encoder
+        n_features = data.X_flat.shape[1]
+        warm = bool(
+            self.warm_start
+            and hasattr(self, self._fitted_attribute)
+            and np.array_equal(getattr(self, "classes_", None), encoder.classes_)
+            and self.n_features_in_ == n_features
+            and self._warm_start_compatible()
+        )
+        data.y_flat = encoder.transform(data.y_flat).astype(np.int64)
+        self.device_ = resolve_device(self.device)
+        resolved = self._check_params(len(encoder.classes_))
+        self.classes_ = encoder.classes_
+        self.n_features_in_ = n_features
+        return data, warm, resolved
 
+    def fit(self, X, y):
+        """Fit the tagger on labelled sequences.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+        y : list of array-like of shape (T_n,)
+            Labels of each sequence.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        data, warm, resolved = self._fit_setup(X, y)
+        self._fit(data, warm, resolved)
+        return self
+
+    def _parallel(self):
+        """joblib threads over chunks of sequences (``n_jobs``)."""
+        return Parallel(n_jobs=self.n_jobs, prefer="threads")
+
+    def _monitor(self, label="loss", sign=1.0):
+        """A :class:`ConvergenceMonitor` with this estimator's settings."""
+        return ConvergenceMonitor(self.tol, self.max_iter, self.verbose, label=label,
+                                  sign=sign)
+
+    # --------------------------------------------------------------- predict
     def _check_X(self, X):
         check_is_fitted(self, self._fitted_attribute)
         return SequenceData.from_sequences(X, n_features=self.n_features_in_)

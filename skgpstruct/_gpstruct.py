@@ -6,7 +6,6 @@ initialises the variational posterior and runs an optimiser on the ELBO of
 over posterior samples of the potentials.
 """
 
-import warnings
 from contextlib import nullcontext
 from numbers import Integral, Real
 
@@ -14,7 +13,6 @@ import numpy as np
 from joblib import Parallel, delayed
 from scipy.linalg import cholesky
 from sklearn.base import BaseEstimator, clone
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import Kernel
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
@@ -23,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import chain
-from ._base import SequenceTaggerMixin
+from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, minibatches
 from ._sequences import SequenceData, encode_labels
 from .gp import elbo as _elbo
 from .gp.inducing import init_inducing_points
@@ -35,9 +33,8 @@ from .gp.posterior import (
     mixture_kl,
     transition_kl,
 )
-from ._device import resolve_device
 from .likelihoods import CRFLikelihood, Likelihood, RandomizedCRFLikelihood, get_likelihood
-from .optim import make_optimizer, minimize_lbfgs
+from .optim import make_optimizer
 
 __all__ = ["GPStructTagger"]
 
@@ -95,6 +92,9 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         Estimator of the expected log-likelihood's gradient:
         reparameterisation through the per-sequence Cholesky factor, or the
         paper's score-function (gray-box) estimator with control variates.
+        ``"score"`` needs a stochastic ``optimizer``: its estimate is not the
+        gradient of the fixed-sample objective, so an L-BFGS line search on
+        it would be inconsistent (``fit`` raises a ValueError).
     n_samples : int, default=100
         Samples per sequence and mixture component for the expected
         log-likelihood. With ``optimizer="lbfgs"`` the samples are drawn
@@ -122,8 +122,10 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     max_iter : int, default=300
         L-BFGS iterations, or epochs of the stochastic optimisers.
     tol : float, default=1e-6
-        Relative tolerance on the objective (L-BFGS), or on the change of
-        the epoch's ELBO (stochastic optimisers, two epochs in a row).
+        Relative tolerance on the objective (L-BFGS: scipy's ``ftol`` and
+        ``gtol``); the stochastic optimisers stop when the epoch's ELBO
+        improves by less than ``tol`` (relative) two epochs in a row, an
+        epoch that lowers it counting as no improvement.
     optimize_hyperparameters : bool or "scale", default=False
         Also learn the kernel hyperparameters (``kernel.theta``) by
         maximising the ELBO; ``"scale"`` learns only an overall scale of the
@@ -156,8 +158,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     random_state : int, RandomState or None, default=None
         Seeds the inducing points, the initial means and every sample.
     verbose : int, default=0
-        Print the objective while fitting (a tqdm progress bar for the
-        stochastic optimisers).
+        Print the ELBO of every iteration / epoch to stderr (and a tqdm
+        progress bar over the epochs of the stochastic optimisers).
     warm_start : bool, default=False
         Reuse the previous posterior, inducing points and kernel when
         refitting on data with the same labels and features.
@@ -225,6 +227,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     _fitted_attribute = "q_mu_"
 
     _parameter_constraints: dict = {
+        **SequenceTaggerMixin._parameter_constraints,
         "kernel": [Kernel, None],
         "n_inducing": [Interval(Integral, 1, None, closed="left")],
         "inducing": [StrOptions({"kmeans", "random"})],
@@ -237,17 +240,10 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         "optimizer": [StrOptions({"lbfgs", "adam", "sgd", "saga"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
         "optimize_hyperparameters": ["boolean", StrOptions({"scale"})],
         "decode": [StrOptions({"marginal", "viterbi"})],
         "jitter": [Interval(Real, 0, None, closed="left")],
         "transition_prior_var": [Interval(Real, 0, None, closed="neither")],
-        "n_jobs": [Integral, None],
-        "device": [StrOptions({"cpu", "cuda", "auto"})],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-        "warm_start": ["boolean"],
     }
 
     def __init__(
@@ -408,40 +404,15 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         return -value, -flat
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y):
-        """Fit the variational posterior.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
-        y : list of array-like of shape (T_n,)
-            Labels of each sequence.
-
-        Returns
-        -------
-        self : GPStructTagger
-            The fitted estimator.
-        """
-        self._validate_params()
-        data, encoder = self._fit_data(X, y)
-        warm = (
-            self.warm_start
-            and hasattr(self, "q_mu_")
-            and np.array_equal(self.classes_, encoder.classes_)
-            and self.n_features_in_ == data.X_flat.shape[1]
-            and self.q_mu_.shape[0] == self.n_components
-        )
-        rng = check_random_state(self.random_state)
-        V = len(encoder.classes_)
-        data.y_flat = encoder.transform(data.y_flat).astype(np.int64)
+    def _check_params(self, n_classes):
+        """The likelihood ``fit`` uses (on ``device_``), after the checks of
+        the parameter combinations it cannot run."""
         lik = get_likelihood(self.likelihood)
-        self.device_ = resolve_device(self.device)
         if self.device_ == "cuda" and type(lik) is CRFLikelihood:
             lik = clone(lik).set_params(device="cuda")
         if (
             isinstance(lik, RandomizedCRFLikelihood)
-            and lik.n_top + lik.n_sampled < V
+            and lik.n_top + lik.n_sampled < n_classes
             and self.optimizer == "lbfgs"
         ):
             raise ValueError(
@@ -449,12 +420,27 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
                 "likelihood draws a new sub-lattice whenever the potentials "
                 "change; use optimizer='adam', 'sgd' or 'saga'."
             )
+        if self.gradient == "score" and self.optimizer == "lbfgs":
+            raise ValueError(
+                "gradient='score' needs a stochastic optimizer: the score-function "
+                "estimate is not the gradient of the fixed-sample objective that "
+                "L-BFGS minimises, so its line search would run on an inconsistent "
+                "gradient; use optimizer='adam', 'sgd' or 'saga', or "
+                "gradient='pathwise'."
+            )
         if self.gradient == "pathwise" and not lik.has_gradient:
             raise ValueError(
                 f"{type(lik).__name__} gives no gradient: use gradient='score'."
             )
-        self.classes_ = encoder.classes_
-        self.n_features_in_ = data.X_flat.shape[1]
+        return lik
+
+    def _warm_start_compatible(self):
+        return self.q_mu_.shape[0] == self.n_components
+
+    def _init_params(self, data, warm, rng):
+        """Flat starting vector (variational parameters, then the learned
+        hyperparameters) and the layout of its variational part."""
+        V = len(self.classes_)
         coupled = self.posterior == "coupled"
         # Drawn whether or not they are used, so that a warm start sees the
         # same samples as a cold one.
@@ -483,37 +469,36 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         elif self._hyper_mode() == "scale":
             scale0 = getattr(self, "kernel_scale_", 1.0) if warm else 1.0
             x = np.append(x, np.log(scale0))
-        n = data.n_sequences
-        all_idx = np.arange(n)
+        return x, layout
+
+    def _fit(self, data, warm, lik):
+        """Fit the variational posterior (``fit`` after :meth:`_fit_setup`)."""
+        rng = check_random_state(self.random_state)
+        x, layout = self._init_params(data, warm, rng)
         terms = None
         if self._hyper_mode() != "all":
             terms = _elbo.compute_gp_terms(
                 self.kernel_, data.X_flat, data.lengths, self.inducing_points_,
                 jitter=self.jitter,
             )
-        self.elbo_history_ = []
-        with Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
+        n = data.n_sequences
+        monitor = self._monitor(label="ELBO", sign=-1.0)
+        with self._parallel() as parallel:
+
+            def objective(z, seq_idx, seeds, scale, parallel):
+                return self._objective(z, layout, lik, data, seq_idx, seeds, scale,
+                                       parallel, terms)
+
             if self.optimizer == "lbfgs":
-                seeds = rng.randint(_SEED_MAX, size=n)
-
-                def fun(z):
-                    return self._objective(z, layout, lik, data, all_idx, seeds,
-                                           1.0, parallel, terms)
-
-                def callback(value):
-                    self.elbo_history_.append(-value)
-                    if self.verbose:
-                        print(f"iter {len(self.elbo_history_)}: ELBO {-value:.6g}",
-                              flush=True)
-
-                x, self.n_iter_, _ = minimize_lbfgs(
-                    fun, x, max_iter=self.max_iter, tol=self.tol, callback=callback,
-                    bounds=self._bounds(layout),
-                )
+                seeds, all_idx = rng.randint(_SEED_MAX, size=n), np.arange(n)
+                x = fit_lbfgs(lambda z: objective(z, all_idx, seeds, 1.0, parallel),
+                              x, monitor, bounds=self._bounds(layout))
             else:
-                x = self._fit_stochastic(x, layout, lik, data, rng, parallel, terms)
+                x = self._fit_stochastic(objective, x, layout.size, n, rng, parallel,
+                                         monitor)
+        self.elbo_history_ = [-value for value in monitor.history]
+        self.n_iter_ = monitor.iter
         self._store(x, layout)
-        return self
 
     def _hyper_bounds(self):
         """(low, high) of each learned hyperparameter in the flat vector:
@@ -535,57 +520,29 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
             return None
         return [(None, None)] * layout.size + [tuple(b) for b in hyper]
 
-    def _fit_stochastic(self, x, layout, lik, data, rng, parallel, terms):
-        n = data.n_sequences
-        batch = n if self.batch_size is None else min(self.batch_size, n)
-        n_batches = -(-n // batch)
+    def _fit_stochastic(self, objective, x, n_variational, n, rng, parallel, monitor):
+        """Epochs of minibatch steps with fresh samples every step; the
+        hyperparameters (after the ``n_variational`` variational entries of
+        ``x``) are projected onto their bounds after every step."""
+        _, n_batches = minibatches(n, self.batch_size)
+        saga = self.optimizer == "saga"
         opt = make_optimizer(self.optimizer, self.learning_rate, n_blocks=n_batches)
-        epochs = range(self.max_iter)
-        if self.verbose:
-            from tqdm.auto import tqdm
 
-            epochs = tqdm(epochs, desc="GPStructTagger", unit="epoch")
-        small = 0
-        fixed_blocks = np.arange(n)
+        def step(z, idx, seeds):
+            value, grad = objective(z, idx, seeds, n / len(idx), parallel)
+            # Gradients per training sequence, so that learning_rate means
+            # the same whatever the data size: the minibatch objective
+            # estimates the full one, and SAGA's blocks are the n_batches
+            # terms of its finite sum. Divided here, stepped with scale 1
+            # (g / n and (1 / n) * g round differently).
+            grad = grad / (n_batches * n) if saga else grad / n
+            return value / n_batches, grad, 1.0
+
         hyper = self._hyper_bounds()
-        for epoch in epochs:
-            order = fixed_blocks if self.optimizer == "saga" else rng.permutation(n)
-            seeds = rng.randint(_SEED_MAX, size=n)
-            total = 0.0
-            for k in range(n_batches):
-                idx = order[k * batch : (k + 1) * batch]
-                s = n / len(idx)
-                value, grad = self._objective(x, layout, lik, data, idx, seeds[idx],
-                                              s, parallel, terms)
-                # Gradients per training sequence, so that learning_rate
-                # means the same whatever the data size: the minibatch
-                # objective estimates the full one, and SAGA's blocks are
-                # the n_batches terms of its finite sum.
-                if self.optimizer == "saga":
-                    opt.step(x, grad / (n_batches * n), k)
-                else:
-                    opt.step(x, grad / n)
-                if hyper is not None:  # projected step
-                    np.clip(x[layout.size :], hyper[:, 0], hyper[:, 1],
-                            out=x[layout.size :])
-                total += -value / n_batches
-            self.elbo_history_.append(total)
-            if self.verbose:
-                epochs.set_postfix(elbo=f"{total:.5g}")
-            if epoch > 0:
-                prev = self.elbo_history_[-2]
-                rel = abs(total - prev) / max(abs(prev), 1e-12)
-                small = small + 1 if rel < self.tol else 0
-                if small >= 2:
-                    self.n_iter_ = epoch + 1
-                    return x
-        self.n_iter_ = self.max_iter
-        warnings.warn(
-            f"{self.optimizer} reached max_iter={self.max_iter} epochs before the "
-            "ELBO settled; increase max_iter or tol.",
-            ConvergenceWarning,
-        )
-        return x
+        project = None if hyper is None else (n_variational, hyper[:, 0], hyper[:, 1])
+        return fit_epochs(step, x, opt, monitor, n_sequences=n,
+                          batch_size=self.batch_size, rng=rng, project=project,
+                          desc="GPStructTagger")
 
     def _store(self, x, layout):
         params = layout.unpack(x[: layout.size])

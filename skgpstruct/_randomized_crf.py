@@ -11,29 +11,24 @@ label always kept in the sub-lattice.
 """
 
 import contextlib
-import math
-import sys
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import Parallel, delayed
-from numba import njit
+from joblib import delayed
 from sklearn.base import BaseEstimator
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
 from . import chain
-from ._base import SequenceTaggerMixin
+from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs
 from ._device import resolve_device
 from ._sequences import SequenceData
 from .chain import randomized as rdp
 from .chain._rdp_batch import proposal_code, rdp_loss_grad_ragged
 from .chain.beam import beam_viterbi
-from .optim import Adam, minimize_lbfgs
+from .optim import make_optimizer
 
 __all__ = ["RandomizedCRFTagger"]
 
@@ -64,89 +59,6 @@ def _resolve_count(value, n_classes):
     if isinstance(value, Integral):
         return int(value)
     return max(1, int(round(float(value) * n_classes)))
-
-
-@njit(cache=True, nogil=True)
-def _adam_range(params, grad, scale, decay, m, v, lr, beta1, beta2, epsilon, c1, c2,
-                start, stop):
-    for i in range(start, stop):
-        g = scale * grad[i] + decay * params[i]
-        m[i] = m[i] * beta1 + (1 - beta1) * g
-        v[i] = v[i] * beta2 + (1 - beta2) * g * g
-        params[i] -= lr * (m[i] / c1) / (math.sqrt(v[i] / c2) + epsilon)
-
-
-@njit(cache=True, nogil=True)
-def _adam_update(params, grad, scale, decay, bias_lo, bias_hi, m, v, lr, beta1,
-                 beta2, epsilon, t):
-    """One step of :class:`skgpstruct.optim.Adam`, fused into one pass.
-
-    The gradient is ``scale * grad + decay * params`` (decay off on
-    ``params[bias_lo:bias_hi]``); ``m``, ``v`` are the moment estimates and
-    ``t`` the step number (from 1). Same arithmetic as ``Adam.step``, without
-    its full-size temporaries.
-    """
-    c1 = 1 - beta1**t
-    c2 = 1 - beta2**t
-    n = params.shape[0]
-    _adam_range(params, grad, scale, decay, m, v, lr, beta1, beta2, epsilon, c1, c2,
-                0, bias_lo)
-    _adam_range(params, grad, scale, 0.0, m, v, lr, beta1, beta2, epsilon, c1, c2,
-                bias_lo, bias_hi)
-    _adam_range(params, grad, scale, decay, m, v, lr, beta1, beta2, epsilon, c1, c2,
-                bias_hi, n)
-
-
-@njit(cache=True, nogil=True)
-def _sgd_range(params, grad, scale, decay, velocity, lr, momentum, start, stop):
-    for i in range(start, stop):
-        g = scale * grad[i] + decay * params[i]
-        velocity[i] = velocity[i] * momentum - lr * g
-        params[i] += velocity[i]
-
-
-@njit(cache=True, nogil=True)
-def _sgd_update(params, grad, scale, decay, bias_lo, bias_hi, velocity, lr, momentum):
-    """One step of :class:`skgpstruct.optim.SGD` with momentum, fused."""
-    n = params.shape[0]
-    _sgd_range(params, grad, scale, decay, velocity, lr, momentum, 0, bias_lo)
-    _sgd_range(params, grad, scale, 0.0, velocity, lr, momentum, bias_lo, bias_hi)
-    _sgd_range(params, grad, scale, decay, velocity, lr, momentum, bias_hi, n)
-
-
-class _FusedOptimizer:
-    """Adam or SGD with momentum 0.9 (``optim.make_optimizer``'s settings)
-    on ``scale * grad + decay * params``, updated in one numba pass.
-
-    At millions of parameters (the weights of thousands of labels) the
-    numpy optimisers' temporaries cost more than a randomized training
-    step itself.
-    """
-
-    def __init__(self, name, learning_rate, n_params):
-        self.name = name
-        self.learning_rate = learning_rate
-        self.t = 0
-        if name == "adam":
-            ref = Adam(learning_rate)
-            self.beta1, self.beta2, self.epsilon = ref.beta1, ref.beta2, ref.epsilon
-            self.m = np.zeros(n_params)
-            self.v = np.zeros(n_params)
-        else:
-            self.momentum = 0.9
-            self.velocity = np.zeros(n_params)
-
-    def step(self, params, grad, scale, decay, bias):
-        """Update ``params`` in place; ``bias`` is the (lo, hi) undecayed slice."""
-        self.t += 1
-        if self.name == "adam":
-            _adam_update(params, grad, float(scale), float(decay), bias[0], bias[1],
-                         self.m, self.v, float(self.learning_rate), self.beta1,
-                         self.beta2, self.epsilon, self.t)
-        else:
-            _sgd_update(params, grad, float(scale), float(decay), bias[0], bias[1],
-                        self.velocity, float(self.learning_rate), self.momentum)
-        return params
 
 
 class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
@@ -192,7 +104,9 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         L-BFGS iterations, or epochs for Adam / SGD.
     tol : float, default=1e-5
         Relative decrease of the loss under which training stops (L-BFGS:
-        scipy's ``ftol``; Adam / SGD: between epochs, two epochs in a row).
+        scipy's ``ftol`` and ``gtol``; Adam / SGD: between epochs, two
+        epochs in a row, an epoch that raises the loss counting as no
+        decrease).
     beam_size : int or None, default=None
         Decode with Viterbi restricted to the ``beam_size`` best unary
         states per position (O(T K^2)); None decodes exactly.
@@ -211,7 +125,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         Seeds the minibatch order, the sampled states and the low-rank
         initialisation.
     verbose : int, default=0
-        Print the loss of every iteration / epoch to stderr.
+        Print the loss of every iteration / epoch to stderr (and a tqdm
+        progress bar over the epochs of Adam / SGD).
     warm_start : bool, default=False
         Start from the previous solution when refitting.
 
@@ -274,6 +189,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     _fitted_attribute = "coef_"
 
     _parameter_constraints: dict = {
+        **SequenceTaggerMixin._parameter_constraints,
         "n_top": [Interval(Integral, 1, None, closed="left"),
                   Interval(Real, 0, 1, closed="right"), None],
         "n_sampled": [Interval(Integral, 0, None, closed="left"),
@@ -285,14 +201,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         "optimizer": [StrOptions({"auto", "lbfgs", "adam", "sgd"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
         "beam_size": [Interval(Integral, 1, None, closed="left"), None],
-        "n_jobs": [Integral, None],
-        "device": [StrOptions({"cpu", "cuda", "auto"})],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
-        "warm_start": ["boolean"],
     }
 
     def __init__(
@@ -553,45 +462,13 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         return self._on_cuda() and resolve_device("auto") == "cuda"
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, y):
-        """Fit the CRF.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
-        y : list of array-like of shape (T_n,)
-            Labels of each sequence.
-
-        Returns
-        -------
-        self : RandomizedCRFTagger
-            The fitted estimator.
-        """
-        self._validate_params()
-        self.device_ = resolve_device(self.device)
-        data, encoder = self._fit_data(X, y)
-        warm = (
-            self.warm_start
-            and hasattr(self, "coef_")
-            and np.array_equal(getattr(self, "classes_", None), encoder.classes_)
-            and self.n_features_in_ == data.X_flat.shape[1]
-        )
-        self.classes_ = encoder.classes_
-        self.n_features_in_ = data.X_flat.shape[1]
-        data.y_flat = encoder.transform(data.y_flat).astype(np.int64)
-        # Weights of features that are zero in every training token only
-        # feel the penalty, so their optimum is 0: fit the others alone.
-        rows = _active_features(data.X_flat)
-        if rows is not None:
-            data = SequenceData(data.X_flat[:, rows], data.lengths, data.y_flat)
-        n_rows = data.X_flat.shape[1]
-        old_theta = self._pack(rows) if warm else None
-        V = len(self.classes_)
-        rng = check_random_state(self.random_state)
-        self._n_top_ = _resolve_count(self.n_top, V)
-        self._n_sampled_ = _resolve_count(self.n_sampled, V) or 0
-        self.exact_ = self._n_top_ is None or self._n_top_ + self._n_sampled_ >= V
+    def _check_params(self, n_classes):
+        """Resolve ``n_top`` / ``n_sampled`` (and ``exact_``) for
+        ``n_classes`` labels; return the optimiser ``"auto"`` stands for,
+        after refusing L-BFGS on the randomized loss."""
+        self._n_top_ = _resolve_count(self.n_top, n_classes)
+        self._n_sampled_ = _resolve_count(self.n_sampled, n_classes) or 0
+        self.exact_ = self._n_top_ is None or self._n_top_ + self._n_sampled_ >= n_classes
         optimizer = self.optimizer
         if optimizer == "auto":
             optimizer = "lbfgs" if self.exact_ else "adam"
@@ -601,88 +478,82 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                 "randomized loss changes with every draw); use 'adam' or 'sgd', "
                 "or n_top=None."
             )
-        if old_theta is not None:
-            theta = old_theta
+        return optimizer
+
+    def _init_theta(self, n_rows, rng):
+        """Zero weights and bias; zero (full) or small random (low-rank)
+        transitions."""
+        V = len(self.classes_)
+        init = [np.zeros(n_rows * V), np.zeros(V)]
+        if self.transitions == "full":
+            init.append(np.zeros(V * V))
         else:
-            init = [np.zeros(n_rows * V), np.zeros(V)]
-            if self.transitions == "full":
-                init.append(np.zeros(V * V))
-            else:
-                scale = 0.01
-                init += [scale * rng.standard_normal(V * self.rank),
-                         scale * rng.standard_normal(V * self.rank)]
-            theta = np.concatenate(init)
-        all_idx = np.arange(data.n_sequences)
-        self.loss_history_ = []
+            scale = 0.01
+            init += [scale * rng.standard_normal(V * self.rank),
+                     scale * rng.standard_normal(V * self.rank)]
+        return np.concatenate(init)
+
+    def _fit(self, data, warm, optimizer):
+        """Fit the CRF (``fit`` after :meth:`_fit_setup`)."""
+        # Weights of features that are zero in every training token only
+        # feel the penalty, so their optimum is 0: fit the others alone.
+        rows = _active_features(data.X_flat)
+        if rows is not None:
+            data = SequenceData(data.X_flat[:, rows], data.lengths, data.y_flat)
+        n_rows = data.X_flat.shape[1]
+        rng = check_random_state(self.random_state)
+        theta = self._pack(rows) if warm else self._init_theta(n_rows, rng)
+        monitor = self._monitor(label="loss")
         # Parallelism is over chunks of sequences (n_jobs threads); the BLAS
         # calls inside are small, and multi-threaded BLAS on them only
         # oversubscribes the cores (as sklearn's KMeans, limit it to 1).
         with threadpool_limits(limits=1, user_api="blas"), \
-                Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel, \
-                self._device_scope():
+                self._parallel() as parallel, self._device_scope():
+
+            def loss_grad(theta, seq_idx, seeds, parallel):
+                return self._loss_grad(theta, data, seq_idx, seeds, parallel)
+
             if optimizer == "lbfgs":
-                zeros = np.zeros(data.n_sequences, dtype=np.int64)
-                n_evals = [0]
-
-                def fun(t):
-                    loss, grad = self._loss_grad(t, data, all_idx, zeros, parallel)
-                    pen, gpen = self._penalty(t, n_rows)
-                    gpen += grad
-                    return loss + pen, gpen
-
-                def cb(value):
-                    n_evals[0] += 1
-                    if self.verbose:
-                        print(f"iter {n_evals[0]}: loss {value:.6g}", file=sys.stderr,
-                              flush=True)
-
-                theta, self.n_iter_, self.loss_history_ = minimize_lbfgs(
-                    fun, theta, max_iter=self.max_iter, tol=self.tol, callback=cb
-                )
+                theta = self._fit_lbfgs(loss_grad, theta, n_rows, data.n_sequences,
+                                        parallel, monitor)
             else:
-                theta = self._fit_stochastic(theta, data, optimizer, rng, parallel)
+                theta = self._fit_stochastic(loss_grad, theta, n_rows, data.n_sequences,
+                                             optimizer, rng, parallel, monitor)
+        self.loss_history_ = monitor.history
+        self.n_iter_ = monitor.iter
         self._store(theta, rows)
-        return self
 
-    def _fit_stochastic(self, theta, data, optimizer, rng, parallel):
-        n_rows = data.X_flat.shape[1]
-        n = data.n_sequences
-        batch = min(self.batch_size, n)
-        n_batches = -(-n // batch)
-        opt = _FusedOptimizer(optimizer, self.learning_rate, theta.size)
+    def _fit_lbfgs(self, loss_grad, theta, n_rows, n, parallel, monitor):
+        """Full-batch L-BFGS on the exact loss plus the penalty."""
+        all_idx = np.arange(n)
+        zeros = np.zeros(n, dtype=np.int64)  # exact DP draws nothing
+
+        def fun(t):
+            loss, grad = loss_grad(t, all_idx, zeros, parallel)
+            pen, gpen = self._penalty(t, n_rows)
+            gpen += grad
+            return loss + pen, gpen
+
+        return fit_lbfgs(fun, theta, monitor)
+
+    def _fit_stochastic(self, loss_grad, theta, n_rows, n, optimizer, rng, parallel,
+                        monitor):
+        """Epochs of Adam / SGD on minibatches: per-sequence loss, and the
+        penalty spread over the epoch's batches (gradient
+        ``grad / len(idx) + 2 c2 theta / n``, the bias undecayed)."""
         cuts = self._layout(n_rows)
-        bias = (int(cuts[1]), int(cuts[2]))
-        small = 0
-        for epoch in range(self.max_iter):
-            order = rng.permutation(n)
-            seeds = rng.randint(0, np.iinfo(np.int32).max, size=n)
-            epoch_loss = 0.0
-            for k in range(n_batches):
-                idx = order[k * batch : (k + 1) * batch]
-                loss, grad = self._loss_grad(theta, data, idx, seeds[idx], parallel)
-                pen = self._penalty_value(theta, cuts)
-                # Per-sequence loss; the penalty spread over the epoch's
-                # batches: gradient grad / len(idx) + 2 c2 theta / n.
-                opt.step(theta, grad, 1.0 / len(idx), 2.0 * self.c2 / n, bias)
-                epoch_loss += loss + pen * len(idx) / n
-            self.loss_history_.append(epoch_loss)
-            if self.verbose:
-                print(f"epoch {epoch + 1}: loss {epoch_loss:.6g}", file=sys.stderr,
-                      flush=True)
-            if epoch > 0:
-                prev = self.loss_history_[-2]
-                rel = (prev - epoch_loss) / max(abs(prev), 1e-12)
-                small = small + 1 if rel < self.tol else 0
-                if small >= 2:
-                    self.n_iter_ = epoch + 1
-                    return theta
-        self.n_iter_ = self.max_iter
-        warnings.warn(
-            f"Stochastic optimisation reached max_iter={self.max_iter} epochs "
-            "without the loss settling; increase max_iter.",
-            ConvergenceWarning,
-        )
-        return theta
+        opt = make_optimizer(optimizer, self.learning_rate,
+                             weight_decay=2.0 * self.c2 / n,
+                             undecayed=(int(cuts[1]), int(cuts[2])))
+
+        def step(t, idx, seeds):
+            loss, grad = loss_grad(t, idx, seeds, parallel)
+            pen = self._penalty_value(t, cuts)
+            return loss + pen * len(idx) / n, grad, 1.0 / len(idx)
+
+        return fit_epochs(step, theta, opt, monitor, n_sequences=n,
+                          batch_size=self.batch_size, rng=rng,
+                          desc="RandomizedCRFTagger")
 
     # -------------------------------------------------------------- predict
     def _unary(self, data):

@@ -3,19 +3,121 @@
 The estimators hold their parameters as one flat float64 vector and call
 ``step(params, grad)`` of one of these objects per minibatch, or
 :func:`minimize_lbfgs` for full-batch problems. All of them *minimise*.
+
+:class:`Adam` and :class:`SGD` update the parameters in one numba pass
+(:func:`_adam_update`, :func:`_sgd_update`) on the assembled gradient
+``scale * grad + weight_decay * params`` (no decay on one ``undecayed``
+slice, e.g. a bias): at millions of parameters (the weights of thousands of
+labels) numpy temporaries would cost more than a training step itself.
 """
 
+import math
 import warnings
 
 import numpy as np
+from numba import njit
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
 __all__ = ["SGD", "Adam", "SAGA", "make_optimizer", "minimize_lbfgs"]
 
 
-class SGD:
-    """Stochastic gradient descent with optional momentum.
+# ------------------------------------------------------------ fused kernels
+@njit(cache=True, nogil=True)
+def _adam_range(params, grad, scale, decay, m, v, lr, beta1, beta2, epsilon, c1, c2,
+                start, stop):
+    for i in range(start, stop):
+        g = scale * grad[i] + decay * params[i]
+        m[i] = m[i] * beta1 + (1 - beta1) * g
+        v[i] = v[i] * beta2 + (1 - beta2) * g * g
+        params[i] -= lr * (m[i] / c1) / (math.sqrt(v[i] / c2) + epsilon)
+
+
+@njit(cache=True, nogil=True)
+def _adam_update(params, grad, scale, decay, lo, hi, m, v, lr, beta1, beta2, epsilon,
+                 c1, c2):
+    """One Adam step in place, fused into one pass over the parameters.
+
+    The gradient is ``scale * grad + decay * params``, without the decay on
+    ``params[lo:hi]``; ``m``, ``v`` are the moment estimates (updated in
+    place) and ``c1 = 1 - beta1**t``, ``c2 = 1 - beta2**t`` the bias
+    corrections of step ``t`` (from 1), computed by the caller.
+    """
+    n = params.shape[0]
+    _adam_range(params, grad, scale, decay, m, v, lr, beta1, beta2, epsilon, c1, c2,
+                0, lo)
+    _adam_range(params, grad, scale, 0.0, m, v, lr, beta1, beta2, epsilon, c1, c2,
+                lo, hi)
+    _adam_range(params, grad, scale, decay, m, v, lr, beta1, beta2, epsilon, c1, c2,
+                hi, n)
+
+
+@njit(cache=True, nogil=True)
+def _sgd_range(params, grad, scale, decay, velocity, lr, momentum, start, stop):
+    for i in range(start, stop):
+        g = scale * grad[i] + decay * params[i]
+        velocity[i] = velocity[i] * momentum - lr * g
+        params[i] += velocity[i]
+
+
+@njit(cache=True, nogil=True)
+def _sgd_update(params, grad, scale, decay, lo, hi, velocity, lr, momentum):
+    """One heavy-ball SGD step in place, fused into one pass.
+
+    Same gradient as :func:`_adam_update`; ``velocity`` is updated in place
+    (with ``momentum=0`` the step is plain ``params -= lr * g``).
+    """
+    n = params.shape[0]
+    _sgd_range(params, grad, scale, decay, velocity, lr, momentum, 0, lo)
+    _sgd_range(params, grad, scale, 0.0, velocity, lr, momentum, lo, hi)
+    _sgd_range(params, grad, scale, decay, velocity, lr, momentum, hi, n)
+
+
+# --------------------------------------------------------------- optimisers
+class _FusedStep:
+    """What :class:`SGD` and :class:`Adam` share: the L2 decay, its
+    undecayed slice, the step counter and the state arrays' allocation."""
+
+    fixed_blocks = False  # minibatches may be reshuffled every epoch
+
+    def __init__(self, learning_rate, weight_decay, undecayed):
+        self.learning_rate = learning_rate
+        self.weight_decay = weight_decay
+        self.undecayed = (0, 0) if undecayed is None else tuple(undecayed)
+        self.t = 0
+
+    def _args(self, scale):
+        lo, hi = (int(i) for i in self.undecayed)
+        return float(scale), float(self.weight_decay), lo, hi
+
+    def step(self, params, grad, *, scale=1.0, block=None):
+        """Update ``params`` in place with ``scale * grad`` (+ decay); return it.
+
+        Parameters
+        ----------
+        params : ndarray of float64 of shape (n_params,)
+            Updated in place.
+        grad : ndarray of float64 of shape (n_params,)
+            Gradient of the objective.
+        scale : float, default=1.0
+            Factor of ``grad``.
+        block : int, default=None
+            Ignored (the minibatch index, for :class:`SAGA`'s interface).
+
+        Returns
+        -------
+        params : ndarray
+        """
+        self.t += 1
+        self._update(params, grad, scale)
+        return params
+
+
+class SGD(_FusedStep):
+    """Stochastic gradient descent with optional (heavy-ball) momentum.
+
+    Steps on ``scale * grad + weight_decay * params`` (no decay on
+    ``params[undecayed[0]:undecayed[1]]``).
 
     Parameters
     ----------
@@ -23,34 +125,41 @@ class SGD:
         Step size.
     momentum : float, default=0.0
         Heavy-ball momentum in [0, 1).
-    decay : float, default=0.0
-        Step size at step k is ``learning_rate / (1 + decay * k)``.
+    weight_decay : float, default=0.0
+        Coefficient of the L2 term added to the gradient (the gradient of
+        ``weight_decay / 2 * ||params||^2``).
+    undecayed : (int, int) or None, default=None
+        ``(lo, hi)``: the slice of ``params`` without decay (None: none).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.optim import SGD
+    >>> x = np.array([1.0, -2.0])
+    >>> opt = SGD(0.5)
+    >>> for _ in range(30):
+    ...     _ = opt.step(x, x)  # gradient of ||x||^2 / 2
+    >>> bool(np.abs(x).max() < 1e-6)
+    True
     """
 
-    def __init__(self, learning_rate, momentum=0.0, decay=0.0):
-        self.learning_rate = learning_rate
+    def __init__(self, learning_rate, momentum=0.0, *, weight_decay=0.0, undecayed=None):
+        super().__init__(learning_rate, weight_decay, undecayed)
         self.momentum = momentum
-        self.decay = decay
-        self.t = 0
         self._velocity = None
 
-    def step(self, params, grad):
-        """Update ``params`` in place with gradient ``grad``; return it."""
-        lr = self.learning_rate / (1.0 + self.decay * self.t)
-        self.t += 1
-        if self.momentum:
-            if self._velocity is None:
-                self._velocity = np.zeros_like(params)
-            self._velocity *= self.momentum
-            self._velocity -= lr * grad
-            params += self._velocity
-        else:
-            params -= lr * grad
-        return params
+    def _update(self, params, grad, scale):
+        if self._velocity is None:
+            self._velocity = np.zeros_like(params)
+        _sgd_update(params, grad, *self._args(scale), self._velocity,
+                    float(self.learning_rate), float(self.momentum))
 
 
-class Adam:
-    """Adam (Kingma and Ba, 2015).
+class Adam(_FusedStep):
+    """Adam (Kingma and Ba, 2015), on the gradient :class:`SGD` steps on.
+
+    The bias corrections ``1 - beta**t`` are computed in Python (numba's
+    float ** int multiplies by squaring and rounds differently).
 
     Parameters
     ----------
@@ -60,43 +169,52 @@ class Adam:
         Decay rates of the first and second moment estimates.
     epsilon : float, default=1e-8
         Added to the denominator.
+    weight_decay, undecayed : float and (int, int) or None, default=0.0, None
+        L2 coefficient and the slice without decay, as in :class:`SGD`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.optim import Adam
+    >>> x = np.array([1.0, -2.0, 5.0])
+    >>> opt = Adam(0.1, weight_decay=1.0, undecayed=(2, 3))  # x[2] is a bias
+    >>> for _ in range(300):
+    ...     _ = opt.step(x, np.zeros(3))  # the L2 term alone pulls x[:2] to 0
+    >>> bool(np.abs(x[:2]).max() < 1e-2), float(x[2])
+    (True, 5.0)
     """
 
-    def __init__(self, learning_rate, beta1=0.9, beta2=0.999, epsilon=1e-8):
-        self.learning_rate = learning_rate
+    def __init__(self, learning_rate, beta1=0.9, beta2=0.999, epsilon=1e-8, *,
+                 weight_decay=0.0, undecayed=None):
+        super().__init__(learning_rate, weight_decay, undecayed)
         self.beta1 = beta1
         self.beta2 = beta2
         self.epsilon = epsilon
-        self.t = 0
         self._m = None
         self._v = None
 
-    def step(self, params, grad):
-        """Update ``params`` in place with gradient ``grad``; return it."""
+    def _update(self, params, grad, scale):
         if self._m is None:
             self._m = np.zeros_like(params)
             self._v = np.zeros_like(params)
-        self.t += 1
-        self._m *= self.beta1
-        self._m += (1 - self.beta1) * grad
-        self._v *= self.beta2
-        self._v += (1 - self.beta2) * grad * grad
-        m_hat = self._m / (1 - self.beta1**self.t)
-        v_hat = self._v / (1 - self.beta2**self.t)
-        params -= self.learning_rate * m_hat / (np.sqrt(v_hat) + self.epsilon)
-        return params
+        c1 = 1.0 - self.beta1**self.t
+        c2 = 1.0 - self.beta2**self.t
+        _adam_update(params, grad, *self._args(scale), self._m, self._v,
+                     float(self.learning_rate), float(self.beta1), float(self.beta2),
+                     float(self.epsilon), float(c1), float(c2))
 
 
 class SAGA:
     """SAGA (Defazio, Bach and Lacoste-Julien, 2014) over a finite sum.
 
     The objective is ``sum_b f_b(x)`` over ``n_blocks`` blocks (minibatches of
-    sequences with a fixed partition); ``step(params, grad, block)`` takes the
-    gradient of block ``block`` alone (not rescaled) and applies the
+    sequences with a fixed partition); ``step(params, grad, block=b)`` takes
+    the gradient of block ``b`` alone (not rescaled) and applies the
     variance-reduced update
     ``x -= lr * (g_b - g_b_old + mean_g_old) * n_blocks``,
     i.e. an unbiased estimate of the full gradient whose variance vanishes at
-    the optimum.
+    the optimum. Before every block has been seen, ``mean_g_old`` is the
+    average over the blocks seen so far (SAG's warm start).
 
     Parameters
     ----------
@@ -104,7 +222,21 @@ class SAGA:
         Step size.
     n_blocks : int
         Number of blocks of the finite sum.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.optim import SAGA
+    >>> x = np.array([1.0, -2.0])
+    >>> opt = SAGA(0.25, n_blocks=2)
+    >>> for _ in range(60):
+    ...     for b in range(2):
+    ...         _ = opt.step(x, x / 2, block=b)  # two halves of ||x||^2 / 2
+    >>> bool(np.abs(x).max() < 1e-6)
+    True
     """
+
+    fixed_blocks = True  # the blocks of the finite sum never change
 
     def __init__(self, learning_rate, n_blocks):
         self.learning_rate = learning_rate
@@ -114,8 +246,25 @@ class SAGA:
         self._mean = None
         self._seen = None
 
-    def step(self, params, grad, block):
-        """Update ``params`` in place from block ``block``'s gradient; return it."""
+    def step(self, params, grad, *, scale=1.0, block=None):
+        """Update ``params`` in place from block ``block``'s gradient; return it.
+
+        Parameters
+        ----------
+        params, grad : ndarray of float64 of shape (n_params,)
+            The parameters (updated in place) and the gradient of block
+            ``block`` of the finite sum, multiplied by ``scale`` (default 1).
+        block : int
+            Which block ``grad`` belongs to, in ``range(n_blocks)``.
+
+        Returns
+        -------
+        params : ndarray
+        """
+        if block is None:
+            raise ValueError("SAGA.step needs the block of the gradient.")
+        if scale != 1.0:
+            grad = scale * grad
         if self._table is None:
             self._table = np.zeros((self.n_blocks, params.size))
             self._mean = np.zeros(params.size)
@@ -123,9 +272,6 @@ class SAGA:
         old = self._table[block]
         direction = grad - old + self._mean
         if not self._seen.all():
-            # Before every block has been visited, the table's average
-            # underestimates the full gradient; SAG-style warm start uses the
-            # average over the blocks seen so far.
             seen = self._seen.copy()
             seen[block] = True
             direction = grad - old + self._mean * self.n_blocks / max(seen.sum(), 1)
@@ -137,36 +283,66 @@ class SAGA:
         return params
 
 
-def make_optimizer(name, learning_rate, n_blocks=None):
+def make_optimizer(name, learning_rate, n_blocks=None, *, weight_decay=0.0,
+                   undecayed=None):
     """Create an optimiser by name.
 
     Parameters
     ----------
     name : {"adam", "sgd", "saga"}
-        Which optimiser.
+        Which optimiser (``"sgd"`` has momentum 0.9).
     learning_rate : float
         Step size.
     n_blocks : int, default=None
         Number of minibatches of the finite sum (``"saga"`` only).
+    weight_decay : float, default=0.0
+        L2 coefficient added to the gradient (``"adam"``, ``"sgd"``).
+    undecayed : (int, int) or None, default=None
+        Slice of the parameters without decay (``"adam"``, ``"sgd"``).
 
     Returns
     -------
     optimizer : SGD, Adam or SAGA
     """
     if name == "adam":
-        return Adam(learning_rate)
+        return Adam(learning_rate, weight_decay=weight_decay, undecayed=undecayed)
     if name == "sgd":
-        return SGD(learning_rate, momentum=0.9)
+        return SGD(learning_rate, momentum=0.9, weight_decay=weight_decay,
+                   undecayed=undecayed)
     if name == "saga":
         if n_blocks is None:
             raise ValueError("SAGA needs the number of blocks of the finite sum.")
+        if weight_decay:
+            raise ValueError("SAGA takes no weight_decay; add the penalty to grad.")
         return SAGA(learning_rate, n_blocks)
     raise ValueError(f"Unknown optimizer {name!r}; expected 'adam', 'sgd' or 'saga'.")
 
 
-def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, warn=True,
-                   bounds=None):
+def warn_max_iter(solver, max_iter, unit):
+    """The one ConvergenceWarning of the package's fit loops.
+
+    Parameters
+    ----------
+    solver : str
+        Name of the optimiser (``"L-BFGS"``, ``"adam"``...).
+    max_iter : int
+        The limit reached.
+    unit : str
+        ``"iterations"`` or ``"epochs"``.
+    """
+    warnings.warn(
+        f"{solver} reached max_iter={max_iter} {unit} before converging; "
+        "increase max_iter or tol.",
+        ConvergenceWarning,
+        stacklevel=2,
+    )
+
+
+def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, bounds=None):
     """Minimise ``fun(x) -> (value, grad)`` with scipy's L-BFGS-B.
+
+    Emits a :class:`~sklearn.exceptions.ConvergenceWarning` when
+    ``max_iter`` is reached.
 
     Parameters
     ----------
@@ -181,9 +357,6 @@ def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, warn=True,
         projected-gradient tolerance ``gtol`` is set to ``tol`` as well.
     callback : callable, default=None
         Called with the current value after every iteration.
-    warn : bool, default=True
-        Emit a :class:`~sklearn.exceptions.ConvergenceWarning` when
-        ``max_iter`` is reached.
     bounds : sequence of (float or None, float or None), default=None
         Box constraints per coordinate (scipy's L-BFGS-B ``bounds``); None
         means unbounded.
@@ -196,6 +369,16 @@ def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, warn=True,
         Number of iterations run.
     history : list of float
         Objective after each iteration.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skgpstruct.optim import minimize_lbfgs
+    >>> x, n_iter, history = minimize_lbfgs(
+    ...     lambda x: (float((x - 3) @ (x - 3)), 2 * (x - 3)), np.zeros(2),
+    ...     bounds=[(None, 2.0), (None, None)])
+    >>> np.round(x, 6).tolist()
+    [2.0, 3.0]
     """
     history = []
     last = {}
@@ -219,10 +402,6 @@ def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, warn=True,
         bounds=bounds,
         options={"maxiter": max_iter, "ftol": tol, "gtol": tol, "maxcor": 20},
     )
-    if warn and res.status == 1:
-        warnings.warn(
-            f"L-BFGS reached max_iter={max_iter} before converging; increase "
-            "max_iter or tol.",
-            ConvergenceWarning,
-        )
+    if res.status == 1:
+        warn_max_iter("L-BFGS", max_iter, "iterations")
     return res.x, int(res.nit), history

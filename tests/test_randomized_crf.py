@@ -1,30 +1,18 @@
-"""RandomizedCRFTagger: maths of its loss, sklearn conventions, bad input."""
+"""RandomizedCRFTagger: maths of its loss, fitting and decoding (the sklearn
+conventions are in test_sklearn_api.py)."""
 
-import pickle
 import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
-from sklearn.exceptions import ConvergenceWarning, NotFittedError
-from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
-from sklearn.pipeline import Pipeline
-from sklearn.utils.estimator_checks import (
-    check_estimator_cloneable,
-    check_estimator_repr,
-    check_get_params_invariance,
-    check_no_attributes_set_in_init,
-    check_parameters_default_constructible,
-    check_set_params,
-)
+from sklearn.exceptions import ConvergenceWarning
 
 from skgpstruct import RandomizedCRFTagger
 from skgpstruct._sequences import SequenceData
 from skgpstruct.chain import _reference as ref
 from skgpstruct.datasets import make_chain_data
-from skgpstruct.features import SequenceVectorizer
-from skgpstruct.metrics import SCORERS
 
 
 @pytest.fixture(scope="module")
@@ -33,22 +21,29 @@ def data():
     return X[:80], y[:80], X[80:], y[80:]
 
 
-def _fitted_for_objective(n_classes, n_features, transitions="full", rank=2):
+def _objective_case(seed, data_args, transitions="full", rank=2, scale=0.5,
+                    counts=None, proposal=None):
+    """Data, an estimator set up as after ``fit`` (c2 = 0.3; exact unless
+    ``counts = (n_top, n_sampled)``) and random parameters ``theta`` (the
+    first draw of the returned ``rng = default_rng(seed)``)."""
+    rng = np.random.default_rng(seed)
+    X, y = make_chain_data(**data_args)
+    data = SequenceData.from_sequences(X, y)
     est = RandomizedCRFTagger(transitions=transitions, rank=rank, c2=0.3)
-    est.classes_ = np.arange(n_classes)
-    est.n_features_in_ = n_features
-    est._n_top_, est._n_sampled_ = None, 0
-    est.exact_ = True
-    return est
+    est.classes_ = np.arange(data_args["n_classes"])
+    est.n_features_in_ = data_args["n_features"]
+    est._n_top_, est._n_sampled_ = counts if counts else (None, 0)
+    est.exact_ = counts is None
+    if proposal is not None:
+        est.proposal = proposal
+    theta = rng.normal(scale=scale, size=est._layout()[-1])
+    return X, y, data, est, theta, rng
 
 
 @pytest.mark.parametrize("transitions", ["full", "low_rank"])
 def test_exact_loss_is_crf_negative_log_likelihood_and_gradient_matches_fd(transitions):
-    rng = np.random.default_rng(0)
-    X, y = make_chain_data(n_sequences=5, n_classes=3, n_features=4, random_state=0)
-    data = SequenceData.from_sequences(X, y)
-    est = _fitted_for_objective(3, 4, transitions)
-    theta = rng.normal(scale=0.5, size=est._layout()[-1])
+    X, y, data, est, theta, _ = _objective_case(
+        0, dict(n_sequences=5, n_classes=3, n_features=4, random_state=0), transitions)
     loss, grad = est._chunk_loss_grad(theta, data, np.zeros(5, dtype=np.int64))
     # The loss is the sum of reference CRF negative log-likelihoods.
     W, b, trans = est._unpack(theta)
@@ -119,14 +114,9 @@ def test_batched_randomized_loss_equals_per_sequence_reference(transitions, prop
     # The jitted chunk kernel draws the same sub-lattices (same uniforms,
     # same deterministic states) as randomized_marginals per sequence, so the
     # two agree to rounding.
-    rng = np.random.default_rng(4)
-    X, y = make_chain_data(n_sequences=7, n_classes=9, n_features=5, length=(1, 6),
-                           random_state=3)
-    data = SequenceData.from_sequences(X, y)
-    est = _fitted_for_objective(9, 5, transitions, rank=3)
-    est.proposal = proposal
-    est._n_top_, est._n_sampled_, est.exact_ = 3, 4, False
-    theta = rng.normal(scale=0.7, size=est._layout()[-1])
+    _, _, data, est, theta, rng = _objective_case(
+        4, dict(n_sequences=7, n_classes=9, n_features=5, length=(1, 6), random_state=3),
+        transitions, rank=3, scale=0.7, counts=(3, 4), proposal=proposal)
     seeds = rng.integers(0, 2**31 - 1, size=7)
     loss, grad = est._chunk_loss_grad(theta, data, seeds)
     loss_ref, grad_ref = _per_sequence_reference(est, theta, data, seeds)
@@ -153,13 +143,9 @@ def test_batched_randomized_loss_recomputed_edges_and_log_space_fallback(
     from skgpstruct import _randomized_crf
     from skgpstruct.chain._rdp_batch import _scaled_pass
 
-    rng = np.random.default_rng(5)
-    X, y = make_chain_data(n_sequences=5, n_classes=8, n_features=4, length=(2, 6),
-                           random_state=4)
-    data = SequenceData.from_sequences(X, y)
-    est = _fitted_for_objective(8, 4, transitions, rank=2)
-    est._n_top_, est._n_sampled_, est.exact_ = 2, 3, False
-    theta = rng.normal(scale=0.5, size=est._layout()[-1])
+    _, _, data, est, theta, rng = _objective_case(
+        5, dict(n_sequences=5, n_classes=8, n_features=4, length=(2, 6), random_state=4),
+        transitions, counts=(2, 3))
     seeds = rng.integers(0, 2**31 - 1, size=5)
     ref = _per_sequence_reference(est, theta, data, seeds)
     monkeypatch.setattr(_randomized_crf, "_STORE_EDGES", 0)
@@ -218,13 +204,9 @@ def test_randomized_gradient_matches_fd_with_fixed_draws(transitions):
     # for fixed seeds the loss is a smooth function whose gradient must
     # equal central differences (h = 1e-6: truncation ~1e-12, rounding
     # ~1e-16 |loss| / h ~ 1e-9, hence abs 1e-6).
-    rng = np.random.default_rng(3)
-    X, y = make_chain_data(n_sequences=3, n_classes=6, n_features=3, random_state=2)
-    data = SequenceData.from_sequences(X, y)
-    est = _fitted_for_objective(6, 3, transitions)
-    est.proposal = "uniform"
-    est._n_top_, est._n_sampled_, est.exact_ = 2, 2, False
-    theta = rng.normal(scale=0.3, size=est._layout()[-1])
+    _, _, data, est, theta, _ = _objective_case(
+        3, dict(n_sequences=3, n_classes=6, n_features=3, random_state=2), transitions,
+        scale=0.3, counts=(2, 2), proposal="uniform")
     seeds = np.array([5, 6, 7])
     loss, grad = est._chunk_loss_grad(theta, data, seeds)
     est.exact_ = True
@@ -238,29 +220,6 @@ def test_randomized_gradient_matches_fd_with_fixed_draws(transitions):
         fd = (est._chunk_loss_grad(theta + e, data, seeds)[0]
               - est._chunk_loss_grad(theta - e, data, seeds)[0]) / (2 * h)
         assert grad[i] == pytest.approx(fd, rel=1e-5, abs=1e-6)
-
-
-@pytest.mark.parametrize("name", ["adam", "sgd"])
-def test_fused_optimizer_matches_optim_reference(name):
-    # The tagger's one-pass update must equal optim.Adam / optim.SGD
-    # (momentum 0.9) fed the assembled minibatch gradient
-    # scale * grad + decay * params, with no decay on the bias slice.
-    from skgpstruct._randomized_crf import _FusedOptimizer
-    from skgpstruct.optim import make_optimizer
-
-    rng = np.random.default_rng(6)
-    p_ref = rng.normal(size=50)
-    p_fused = p_ref.copy()
-    ref = make_optimizer(name, 0.05)
-    fused = _FusedOptimizer(name, 0.05, 50)
-    mask = np.ones(50)
-    mask[10:14] = 0.0
-    for _ in range(6):
-        grad = rng.normal(size=50)
-        ref.step(p_ref, 0.25 * grad + 0.3 * mask * p_ref)
-        fused.step(p_fused, grad, 0.25, 0.3, (10, 14))
-        np.testing.assert_allclose(p_fused, p_ref, rtol=1e-13, atol=1e-15)
-    assert not np.allclose(p_ref, 0)
 
 
 def test_exact_fit_predict_and_attributes(data):
@@ -321,17 +280,6 @@ def test_features_absent_from_training_get_zero_weights(data, sparse_input):
     assert again.loss_history_[0] <= wide.loss_history_[-1] * (1 + 1e-6)
 
 
-def test_string_labels_and_sparse_features(data):
-    X_tr, y_tr, X_te, _ = data
-    names = np.array(["ADJ", "NOUN", "VERB", "X"])
-    ys = [names[t] for t in y_tr]
-    crf = RandomizedCRFTagger(max_iter=30).fit([sp.csr_matrix(x) for x in X_tr], ys)
-    dense = RandomizedCRFTagger(max_iter=30).fit(X_tr, ys)
-    assert list(crf.classes_) == list(names)
-    np.testing.assert_allclose(crf.coef_, dense.coef_, atol=1e-8)
-    assert set(np.concatenate(crf.predict(X_te))) <= set(names)
-
-
 def test_randomized_mode_close_to_exact(data):
     X_tr, y_tr, X_te, y_te = data
     exact = RandomizedCRFTagger(optimizer="adam", max_iter=20, random_state=0)
@@ -344,20 +292,6 @@ def test_randomized_mode_close_to_exact(data):
     assert acc_r > acc_e - 0.05
 
 
-def test_n_jobs_gives_identical_model(data):
-    X_tr, y_tr, _, _ = data
-    kw = dict(n_top=2, n_sampled=1, max_iter=3, random_state=7)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        a = RandomizedCRFTagger(n_jobs=1, **kw).fit(X_tr, y_tr)
-        b = RandomizedCRFTagger(n_jobs=2, **kw).fit(X_tr, y_tr)
-    np.testing.assert_array_equal(a.coef_, b.coef_)
-    np.testing.assert_array_equal(a.transition_, b.transition_)
-    c = RandomizedCRFTagger(n_jobs=1).fit(X_tr, y_tr)
-    d = RandomizedCRFTagger(n_jobs=2).fit(X_tr, y_tr)
-    np.testing.assert_array_equal(c.coef_, d.coef_)
-
-
 def test_beam_decoding_equals_exact_with_full_beam(data):
     X_tr, y_tr, X_te, _ = data
     crf = RandomizedCRFTagger().fit(X_tr, y_tr)
@@ -366,72 +300,3 @@ def test_beam_decoding_equals_exact_with_full_beam(data):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(crf.predict_marginals(X_te), beam.predict_marginals(X_te)):
         np.testing.assert_allclose(a, b, atol=1e-10)
-
-
-def test_warm_start_continues(data):
-    X_tr, y_tr, _, _ = data
-    crf = RandomizedCRFTagger(max_iter=200, warm_start=True).fit(X_tr, y_tr)
-    first = crf.loss_history_[-1]
-    crf.fit(X_tr, y_tr)
-    assert crf.loss_history_[0] <= first * (1 + 1e-6)
-
-
-def test_pickle_roundtrip(data):
-    X_tr, y_tr, X_te, _ = data
-    crf = RandomizedCRFTagger().fit(X_tr, y_tr)
-    back = pickle.loads(pickle.dumps(crf))
-    for a, b in zip(crf.predict(X_te), back.predict(X_te)):
-        np.testing.assert_array_equal(a, b)
-
-
-def test_pipeline_cross_val_and_grid_search():
-    rng = np.random.default_rng(0)
-    words = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran"]
-    tags = {"the": "DET", "a": "DET", "cat": "N", "mat": "N", "dog": "N",
-            "sat": "V", "ran": "V", "on": "P"}
-    X, y = [], []
-    for _ in range(40):
-        sent = list(rng.choice(words, size=rng.integers(2, 7)))
-        X.append([{"w": w, "suffix": w[-1:]} for w in sent])
-        y.append([tags[w] for w in sent])
-    pipe = Pipeline([("vec", SequenceVectorizer()), ("crf", RandomizedCRFTagger(c2=0.01))])
-    scores = cross_val_score(pipe, X, y, cv=KFold(3), scoring=SCORERS["flat_accuracy"], n_jobs=2)
-    assert scores.mean() > 0.9
-    grid = GridSearchCV(pipe, {"crf__c2": [0.01, 10.0]}, cv=KFold(2),
-                        scoring=SCORERS["flat_accuracy"])
-    grid.fit(X, y)
-    assert grid.best_params_["crf__c2"] == 0.01
-
-
-@pytest.mark.parametrize(
-    "check",
-    [check_no_attributes_set_in_init, check_parameters_default_constructible,
-     check_get_params_invariance, check_set_params, check_estimator_cloneable,
-     check_estimator_repr],
-)
-def test_sklearn_data_free_checks(check):
-    check("RandomizedCRFTagger", RandomizedCRFTagger())
-
-
-def test_not_fitted_and_bad_input(data):
-    X_tr, y_tr, X_te, _ = data
-    with pytest.raises(NotFittedError):
-        RandomizedCRFTagger().predict(X_te)
-    with pytest.raises(ValueError, match="single label"):
-        RandomizedCRFTagger().fit(X_tr[:3], [np.zeros(len(t)) for t in y_tr[:3]])
-    with pytest.raises(ValueError, match="tokens in X but"):
-        RandomizedCRFTagger().fit(X_tr[:2], [y_tr[0], y_tr[1][:-1]])
-    with pytest.raises(ValueError, match="NaN"):
-        bad = [x.copy() for x in X_tr[:2]]
-        bad[1][0, 0] = np.nan
-        RandomizedCRFTagger().fit(bad, y_tr[:2])
-    with pytest.raises(ValueError, match="lbfgs"):
-        RandomizedCRFTagger(n_top=1, optimizer="lbfgs").fit(X_tr, y_tr)
-    with pytest.raises(ValueError):
-        RandomizedCRFTagger(transitions="diagonal").fit(X_tr, y_tr)
-    fitted = RandomizedCRFTagger(max_iter=5)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        fitted.fit(X_tr, y_tr)
-    with pytest.raises(ValueError, match="features, expected 8"):
-        fitted.predict([np.zeros((3, 5))])

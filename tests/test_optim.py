@@ -1,0 +1,209 @@
+"""skgpstruct.optim: the fused numba steps against plain numpy, convergence
+of Adam / SGD / SAGA on a quadratic, SAGA's update, L-BFGS-B."""
+
+import numpy as np
+import pytest
+from sklearn.exceptions import ConvergenceWarning
+
+from skgpstruct.optim import (
+    SAGA,
+    SGD,
+    Adam,
+    _adam_update,
+    _sgd_update,
+    make_optimizer,
+    minimize_lbfgs,
+)
+
+N_PARAMS = 50
+UNDECAYED = (10, 14)
+
+
+def _assembled(params, grad, scale, decay, lo, hi):
+    """``scale * grad + decay * params``, no decay on ``params[lo:hi]``."""
+    mask = np.ones_like(params)
+    mask[lo:hi] = 0.0
+    return scale * grad + decay * mask * params
+
+
+def _adam_reference(params, grad, m, v, t, lr, beta1=0.9, beta2=0.999, eps=1e-8):
+    """The plain numpy Adam step (in place), Kingma and Ba's algorithm 1."""
+    m *= beta1
+    m += (1 - beta1) * grad
+    v *= beta2
+    v += (1 - beta2) * grad * grad
+    m_hat = m / (1 - beta1**t)
+    v_hat = v / (1 - beta2**t)
+    params -= lr * m_hat / (np.sqrt(v_hat) + eps)
+
+
+def _sgd_reference(params, grad, velocity, lr, momentum):
+    """The plain numpy heavy-ball step (in place)."""
+    velocity *= momentum
+    velocity -= lr * grad
+    params += velocity
+
+
+@pytest.mark.parametrize("scale, decay", [(0.25, 0.3), (1.0, 0.0)])
+def test_fused_adam_kernel_matches_numpy_reference(rng, scale, decay):
+    p_ref = rng.normal(size=N_PARAMS)
+    p_fused = p_ref.copy()
+    m_ref, v_ref = np.zeros(N_PARAMS), np.zeros(N_PARAMS)
+    m, v = np.zeros(N_PARAMS), np.zeros(N_PARAMS)
+    for t in range(1, 7):
+        grad = rng.normal(size=N_PARAMS)
+        g = _assembled(p_ref, grad, scale, decay, *UNDECAYED)
+        _adam_reference(p_ref, g, m_ref, v_ref, t, 0.05)
+        _adam_update(p_fused, grad, scale, decay, *UNDECAYED, m, v, 0.05, 0.9, 0.999,
+                     1e-8, 1 - 0.9**t, 1 - 0.999**t)
+        np.testing.assert_allclose(p_fused, p_ref, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(m, m_ref, rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose(v, v_ref, rtol=1e-13, atol=1e-15)
+    assert not np.allclose(p_ref, 0)
+
+
+@pytest.mark.parametrize("momentum", [0.9, 0.0])
+@pytest.mark.parametrize("scale, decay", [(0.25, 0.3), (1.0, 0.0)])
+def test_fused_sgd_kernel_matches_numpy_reference(rng, scale, decay, momentum):
+    p_ref = rng.normal(size=N_PARAMS)
+    p_fused = p_ref.copy()
+    vel_ref, vel = np.zeros(N_PARAMS), np.zeros(N_PARAMS)
+    for _ in range(6):
+        grad = rng.normal(size=N_PARAMS)
+        g = _assembled(p_ref, grad, scale, decay, *UNDECAYED)
+        _sgd_reference(p_ref, g, vel_ref, 0.05, momentum)
+        _sgd_update(p_fused, grad, scale, decay, *UNDECAYED, vel, 0.05, momentum)
+        np.testing.assert_allclose(p_fused, p_ref, rtol=1e-13, atol=1e-15)
+    assert not np.allclose(p_ref, 0)
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_optimizer_classes_match_reference_with_decay_and_undecayed_slice(rng, name):
+    """make_optimizer's Adam / SGD (momentum 0.9) with an L2 decay and an
+    undecayed slice equal the numpy reference fed the assembled gradient."""
+    p_ref = rng.normal(size=N_PARAMS)
+    p = p_ref.copy()
+    opt = make_optimizer(name, 0.05, weight_decay=0.3, undecayed=UNDECAYED)
+    m_ref, v_ref = np.zeros(N_PARAMS), np.zeros(N_PARAMS)
+    for t in range(1, 7):
+        grad = rng.normal(size=N_PARAMS)
+        g = _assembled(p_ref, grad, 0.25, 0.3, *UNDECAYED)
+        if name == "adam":
+            _adam_reference(p_ref, g, m_ref, v_ref, t, 0.05)
+        else:
+            _sgd_reference(p_ref, g, m_ref, 0.05, 0.9)
+        assert opt.step(p, grad, scale=0.25) is p
+        np.testing.assert_allclose(p, p_ref, rtol=1e-13, atol=1e-15)
+    assert opt.t == 6
+
+
+@pytest.mark.parametrize("name", ["adam", "sgd"])
+def test_scale_one_without_decay_is_bit_identical_to_numpy(rng, name):
+    """GPStructTagger steps on a pre-divided gradient with scale 1 and no
+    decay: the fused step is then exactly the plain numpy step (its fits
+    are bit-identical to those of the former numpy optimisers)."""
+    p_ref = rng.normal(size=N_PARAMS)
+    p = p_ref.copy()
+    opt = make_optimizer(name, 0.05)
+    m_ref, v_ref = np.zeros(N_PARAMS), np.zeros(N_PARAMS)
+    for t in range(1, 12):
+        grad = rng.normal(size=N_PARAMS) / 7.0
+        if name == "adam":
+            _adam_reference(p_ref, grad, m_ref, v_ref, t, 0.05)
+        else:
+            _sgd_reference(p_ref, grad, m_ref, 0.05, 0.9)
+        opt.step(p, grad)
+        np.testing.assert_array_equal(p, p_ref)
+
+
+def _quadratic(rng, n=5):
+    """``f(x) = 0.5 (x - c)^T A (x - c)`` split into two blocks."""
+    Q = rng.normal(size=(n, n))
+    A = Q @ Q.T / n + np.eye(n)
+    c = rng.normal(size=n)
+    halves = [A / 3.0, 2.0 * A / 3.0]
+    return c, [lambda x, H=H: H @ (x - c) for H in halves]
+
+
+@pytest.mark.parametrize(
+    "opt",
+    [Adam(0.05), SGD(0.1), SGD(0.05, momentum=0.9), SAGA(0.05, n_blocks=2)],
+    ids=["adam", "sgd", "sgd_momentum", "saga"],
+)
+def test_optimizers_converge_on_a_quadratic(rng, opt):
+    c, block_grads = _quadratic(rng)
+    x = np.zeros_like(c)
+    for _ in range(2000):
+        for b, grad in enumerate(block_grads):
+            if isinstance(opt, SAGA):
+                opt.step(x, grad(x), block=b)
+            else:
+                opt.step(x, grad(x) + block_grads[1 - b](x))
+    np.testing.assert_allclose(x, c, atol=1e-3)
+
+
+def test_saga_update_follows_its_formula(rng):
+    """``x -= lr * (g_b - g_b_old + mean_old) * n_blocks`` once every block
+    has been seen; before that the mean is over the blocks seen so far."""
+    n_blocks, lr = 3, 0.1
+    opt = SAGA(lr, n_blocks)
+    x = rng.normal(size=4)
+    table = np.zeros((n_blocks, 4))
+    seen = np.zeros(n_blocks, dtype=bool)
+    for block in [0, 2, 0, 1, 2, 1, 0]:
+        grad = rng.normal(size=4)
+        mean_old = table.mean(axis=0)
+        was_seen = seen.copy()
+        seen[block] = True
+        if was_seen.all():
+            direction = grad - table[block] + mean_old
+        else:
+            direction = grad - table[block] + mean_old * n_blocks / seen.sum()
+        expected = x - lr * direction * n_blocks
+        opt.step(x, grad, block=block)
+        table[block] = grad
+        np.testing.assert_allclose(x, expected, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="block"):
+        opt.step(x, grad)
+
+
+def test_make_optimizer_choices_and_errors():
+    assert isinstance(make_optimizer("adam", 0.1), Adam)
+    sgd = make_optimizer("sgd", 0.1)
+    assert isinstance(sgd, SGD) and sgd.momentum == 0.9
+    assert make_optimizer("saga", 0.1, n_blocks=3).n_blocks == 3
+    assert make_optimizer("saga", 0.1, n_blocks=3).fixed_blocks
+    assert not make_optimizer("adam", 0.1).fixed_blocks
+    with pytest.raises(ValueError, match="number of blocks"):
+        make_optimizer("saga", 0.1)
+    with pytest.raises(ValueError, match="weight_decay"):
+        make_optimizer("saga", 0.1, n_blocks=2, weight_decay=0.1)
+    with pytest.raises(ValueError, match="Unknown optimizer"):
+        make_optimizer("rmsprop", 0.1)
+
+
+def _rosenbrock(x):
+    a, b = x
+    value = (1 - a) ** 2 + 100 * (b - a * a) ** 2
+    grad = np.array([-2 * (1 - a) - 400 * a * (b - a * a), 200 * (b - a * a)])
+    return value, grad
+
+
+def test_minimize_lbfgs_with_bounds_and_history():
+    seen = []
+    x, n_iter, history = minimize_lbfgs(_rosenbrock, np.array([-1.0, 1.0]), max_iter=200,
+                                        tol=1e-12, callback=seen.append)
+    np.testing.assert_allclose(x, [1.0, 1.0], atol=1e-4)
+    assert n_iter == len(history) == len(seen) and history == seen
+    assert history[-1] < history[0]
+    # The bound is active at the constrained optimum: a = 0.5, b = a^2.
+    x, _, _ = minimize_lbfgs(_rosenbrock, np.array([-1.0, 1.0]), max_iter=200,
+                             tol=1e-12, bounds=[(None, 0.5), (None, None)])
+    np.testing.assert_allclose(x, [0.5, 0.25], atol=1e-4)
+
+
+def test_minimize_lbfgs_warns_at_max_iter():
+    with pytest.warns(ConvergenceWarning, match="L-BFGS reached max_iter=2 iterations"):
+        _, n_iter, history = minimize_lbfgs(_rosenbrock, np.array([-1.0, 1.0]),
+                                            max_iter=2)
+    assert n_iter == 2 == len(history)
