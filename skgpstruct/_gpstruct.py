@@ -574,8 +574,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            Token features of each sequence, as for :meth:`predict_marginals`.
 
         Returns
         -------

@@ -8,16 +8,9 @@ from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 
 from skgpstruct.gp.kernels import LinearKernel, RBFKernel, kernel_gradient_contract
-from skgpstruct.gp import (
-    VariationalLayout,
-    VariationalParams,
-    gauss_kl,
-    init_variational_params,
-    mean_field_to_coupled,
-    mixture_entropy_bound,
-    mixture_kl,
-    transition_kl,
-)
+from skgpstruct.gp.kl import gauss_kl, mixture_entropy_bound, mixture_kl, transition_kl
+from skgpstruct.gp.variational import VariationalLayout, VariationalParams
+from skgpstruct.gp.variational import init_variational_params, mean_field_to_coupled
 
 # Central differences with step H: truncation ~H^2 |f'''| ~ 1e-10 and
 # round-off ~eps |f| / H ~ 1e-10 at these well-conditioned points (prior
