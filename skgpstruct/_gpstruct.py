@@ -1,19 +1,18 @@
 """GPStructTagger: a linear-chain CRF with Gaussian-process potentials.
 
 The estimator is thin: it validates input, chooses inducing points,
-initialises the variational posterior and runs an optimiser on the ELBO of
-:mod:`skgpstruct.gp.elbo`; predictions average forward-backward marginals
-over posterior samples of the potentials.
+initialises the variational posterior and runs an optimiser on the
+:class:`~skgpstruct.gp.elbo.ELBOObjective`; predictions average
+forward-backward marginals over posterior samples of the potentials (drawn
+by :mod:`skgpstruct.gp.sampling`, as in training).
 """
 
-from contextlib import nullcontext
 from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
-from scipy.linalg import cholesky
 from sklearn.base import BaseEstimator, clone
-from sklearn.gaussian_process.kernels import Kernel
+from sklearn.gaussian_process.kernels import ConstantKernel, Kernel
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -23,29 +22,27 @@ from threadpoolctl import threadpool_limits
 from . import chain
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, minibatches
 from ._sequences import SequenceData, encode_labels
-from .gp import elbo as _elbo
+from .gp.elbo import ELBOObjective
 from .gp.inducing import init_inducing_points
 from .gp.kernels import LinearKernel
-from .gp.posterior import (
-    VariationalLayout,
-    VariationalParams,
-    init_variational_params,
-    mixture_kl,
-    transition_kl,
+from .gp.kl import mixture_kl, transition_kl
+from .gp.sampling import draw_normals, sample_potentials
+from .gp.ell import expected_log_likelihood
+from .gp.terms import (
+    compute_gp_terms,
+    inducing_cholesky,
+    sequence_marginals,
+    split_kernel_scale,
 )
+from .gp.variational import VariationalLayout, VariationalParams, init_variational_params
 from .likelihoods import CRFLikelihood, Likelihood, RandomizedCRFLikelihood, get_likelihood
 from .optim import make_optimizer
 
 __all__ = ["GPStructTagger"]
 
-# Sequences per unit of parallel work: fixed, so that sums (and hence the
-# fitted model) do not depend on n_jobs. Large, because the ELBO's cost is
-# dominated by stacked (n_tokens, M) x (M, M) products that BLAS runs best
-# in big blocks (16 sequences per chunk made a basenp fit 2.5x slower).
-_CHUNK_SEQUENCES = 256
 _SEED_MAX = np.iinfo(np.int32).max
 _DEFAULT_VARIANCE = 3.0  # LinearKernel variance when kernel=None
-_SCALE_BOUNDS = (1e-5, 1e5)  # of kernel_scale_ (optimize_hyperparameters="scale")
+_SCALE_BOUNDS = (1e-5, 1e5)  # of the learned ConstantKernel factor ("scale")
 
 
 class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
@@ -128,9 +125,12 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         epoch that lowers it counting as no improvement.
     optimize_hyperparameters : bool or "scale", default=False
         Also learn the kernel hyperparameters (``kernel.theta``) by
-        maximising the ELBO; ``"scale"`` learns only an overall scale of the
-        kernel (``kernel_scale_``), at almost no extra cost: the kernel
-        quantities are computed once, as with False. The hyperparameters
+        maximising the ELBO; ``"scale"`` learns only an overall scale ``c``
+        of the kernel, at almost no extra cost: ``kernel_`` becomes
+        ``ConstantKernel(c) * kernel`` (``c`` is
+        ``kernel_.k1.constant_value``; the jitter is scaled by ``c`` too)
+        and the kernel quantities of ``kernel`` are computed once, as with
+        False. The hyperparameters
         stay within ``kernel.bounds`` (log space, as in sklearn's
         GaussianProcessRegressor), the scale within [1e-5, 1e5]. With
         ``n_samples=10`` the scale grew past 1e5 on the chunking folds (the
@@ -169,12 +169,11 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     classes_ : ndarray of shape (n_classes,)
         Labels seen in ``fit``.
     kernel_ : Kernel
-        The kernel with the fitted hyperparameters.
+        The kernel with the fitted hyperparameters; with
+        ``optimize_hyperparameters="scale"``, ``ConstantKernel(c) * kernel``
+        with the learned factor ``c``.
     device_ : {"cpu", "cuda"}
         The device ``fit`` resolved ``device`` to.
-    kernel_scale_ : float
-        Factor of ``kernel_`` (and of the jitter) learned with
-        ``optimize_hyperparameters="scale"``; 1.0 otherwise.
     inducing_points_ : ndarray or csr_matrix of shape (n_inducing, n_features)
         Inducing inputs ``Z``.
     q_mu_ : ndarray of shape (n_components, n_classes, n_inducing)
@@ -304,104 +303,19 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
             m_bin=self.transition_mean_, s_bin=self.transition_var_,
         )
 
-    def _chunks(self, seq_idx):
-        return [seq_idx[i : i + _CHUNK_SEQUENCES]
-                for i in range(0, len(seq_idx), _CHUNK_SEQUENCES)]
-
-    def _ell(self, lik, kernel, data, seq_idx, params, seeds, Lzz, parallel,
-             hyperparameters, terms=None, log_scale=None):
-        """Summed expected log-likelihood of ``seq_idx`` and its gradients.
-
-        ``terms`` are the kernel quantities of all of ``data`` (reused while
-        the hyperparameters are fixed); None computes them per chunk.
-        """
-
-        def work(chunk, chunk_seeds):
-            sub = data.subset(chunk)
-            if terms is None:
-                sub_terms = _elbo.compute_gp_terms(
-                    kernel, sub.X_flat, sub.lengths, self.inducing_points_,
-                    jitter=self.jitter, Lzz=Lzz,
-                )
-            else:
-                sub_terms = terms.subset(chunk)
-            eps, eps_bin = _elbo.draw_normals(
-                sub.lengths, params.q_mu.shape[0], len(self.classes_),
-                self.n_samples, chunk_seeds,
-            )
-            values, grad = _elbo.expected_log_likelihood(
-                lik, sub_terms, sub.y_flat, params, eps, eps_bin,
-                gradient=self.gradient, return_grad=True,
-                hyperparameters=hyperparameters, control_variate="cross",
-                log_scale=log_scale,
-            )
-            if hyperparameters:
-                grad["theta"] = _elbo.kernel_matrix_grads_to_theta(
-                    kernel, sub.X_flat, sub.lengths, self.inducing_points_, grad,
-                )
-                for key in ("Knz", "Knn", "Kzz"):
-                    grad.pop(key, None)
-            return float(np.sum(values)), grad
-
-        starts = range(0, len(seq_idx), _CHUNK_SEQUENCES)
-        with threadpool_limits(1) if self._n_threads() > 1 else nullcontext():
-            results = parallel(
-                delayed(work)(c, seeds[i : i + len(c)])
-                for i, c in zip(starts, self._chunks(seq_idx))
-            )
-        total = 0.0
-        grad = None
-        for value, g in results:  # fixed order: deterministic sums
-            total += value
-            if grad is None:
-                grad = {k: np.array(v, dtype=np.float64) for k, v in g.items()}
-            else:
-                for k, v in g.items():
-                    grad[k] += v
-        return total, grad
-
     def _hyper_mode(self):
         """"all", "scale" or "none" from ``optimize_hyperparameters``."""
         if isinstance(self.optimize_hyperparameters, str):
             return "scale"
         return "all" if self.optimize_hyperparameters else "none"
 
-    def _n_threads(self):
-        from joblib import effective_n_jobs
-
-        return effective_n_jobs(self.n_jobs)
-
-    def _objective(self, x, layout, lik, data, seq_idx, seeds, scale, parallel,
-                   terms=None):
-        """Negative ELBO (ELL of ``seq_idx`` scaled by ``scale``) and gradient."""
-        hyper = self._hyper_mode() == "all"
-        learn_scale = self._hyper_mode() == "scale"
-        params = layout.unpack(x[: layout.size])
-        kernel = self.kernel_
-        Lzz = None
-        if hyper:
-            kernel = kernel.clone_with_theta(x[layout.size :])
-            Lzz = _elbo.inducing_cholesky(kernel, self.inducing_points_, self.jitter)
-            terms = None
-        log_scale = float(x[layout.size]) if learn_scale else None
-        ell, g_ell = self._ell(lik, kernel, data, seq_idx, params, seeds, Lzz,
-                               parallel, hyper, terms, log_scale)
-        kl_u, g_u = mixture_kl(params.q_mu, params.q_sqrt, params.weights,
-                               return_grad=True)
-        kl_b, g_b = transition_kl(params.m_bin, params.s_bin,
-                                  self.transition_prior_var, return_grad=True)
-        value = scale * ell - kl_u - kl_b
-        grad = {}
-        for key in ("q_mu", "q_sqrt", "weights"):
-            grad[key] = scale * g_ell[key] - g_u[key]
-        for key in ("m_bin", "s_bin"):
-            grad[key] = scale * g_ell[key] - g_b[key]
-        flat = layout.pack_gradient(params, grad)
-        if hyper:
-            flat = np.concatenate([flat, scale * g_ell["theta"]])
-        elif learn_scale:
-            flat = np.append(flat, scale * g_ell["log_scale"])
-        return -value, -flat
+    def _fixed_kernel(self):
+        """``(base, factor)``: the kernel whose GP terms are computed and
+        the factor they are scaled by (``ConstantKernel(factor) * base``,
+        learned with ``optimize_hyperparameters="scale"``; else factor 1)."""
+        if self._hyper_mode() == "scale":
+            return split_kernel_scale(self.kernel_)
+        return self.kernel_, 1.0
 
     # ------------------------------------------------------------------ fit
     def _check_params(self, n_classes):
@@ -455,75 +369,59 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
                 random_state=seed_inducing,
             )
             self.inducing_points_ = Z
-            Lzz = _elbo.inducing_cholesky(self.kernel_, Z, self.jitter)
+            Lzz = inducing_cholesky(self.kernel_, Z, self.jitter)
             params = init_variational_params(
                 fractions, self.n_components, whiten=True, kzz_cholesky=Lzz,
                 coupled=coupled, random_state=seed_init,
             )
-        M = params.q_mu.shape[2]
-        layout = VariationalLayout(self.n_components, V, M, coupled=coupled,
-                                   learn_weights=self.n_components > 1)
-        x = layout.pack(params)
-        if self._hyper_mode() == "all":
-            x = np.concatenate([x, self.kernel_.theta])
-        elif self._hyper_mode() == "scale":
-            scale0 = getattr(self, "kernel_scale_", 1.0) if warm else 1.0
-            x = np.append(x, np.log(scale0))
-        return x, layout
+        return params
 
     def _fit(self, data, warm, lik):
         """Fit the variational posterior (``fit`` after :meth:`_fit_setup`)."""
         rng = check_random_state(self.random_state)
-        x, layout = self._init_params(data, warm, rng)
-        terms = None
-        if self._hyper_mode() != "all":
-            terms = _elbo.compute_gp_terms(
-                self.kernel_, data.X_flat, data.lengths, self.inducing_points_,
-                jitter=self.jitter,
-            )
+        params = self._init_params(data, warm, rng)
+        objective = self._objective(lik, data, params, warm)
+        x = objective.layout.pack(params, objective.initial_hyperparameters())
         n = data.n_sequences
         monitor = self._monitor(label="ELBO", sign=-1.0)
         with self._parallel() as parallel:
-
-            def objective(z, seq_idx, seeds, scale, parallel):
-                return self._objective(z, layout, lik, data, seq_idx, seeds, scale,
-                                       parallel, terms)
-
             if self.optimizer == "lbfgs":
                 seeds, all_idx = rng.randint(_SEED_MAX, size=n), np.arange(n)
                 x = fit_lbfgs(lambda z: objective(z, all_idx, seeds, 1.0, parallel),
-                              x, monitor, bounds=self._bounds(layout))
+                              x, monitor, bounds=objective.bounds())
             else:
-                x = self._fit_stochastic(objective, x, layout.size, n, rng, parallel,
-                                         monitor)
+                x = self._fit_stochastic(objective, x, n, rng, parallel, monitor)
         self.elbo_history_ = [-value for value in monitor.history]
         self.n_iter_ = monitor.iter
-        self._store(x, layout)
+        self._store(x, objective)
 
-    def _hyper_bounds(self):
-        """(low, high) of each learned hyperparameter in the flat vector:
-        ``kernel.bounds`` for ``kernel.theta`` (log space, as in sklearn's
-        GaussianProcessRegressor), ``log(_SCALE_BOUNDS)`` for the log of
-        ``kernel_scale_``; None when none is learned."""
+    def _objective(self, lik, data, params, warm):
+        """The :class:`~skgpstruct.gp.elbo.ELBOObjective` that ``fit``
+        minimises. With ``optimize_hyperparameters="scale"``, ``kernel_``
+        becomes ``ConstantKernel(1.0) * kernel_`` on a cold start (and on a
+        warm one from a fit that learned no scale): the factor is learned."""
         mode = self._hyper_mode()
-        if mode == "none":
-            return None
-        if mode == "all":
-            return np.asarray(self.kernel_.bounds, dtype=np.float64).reshape(-1, 2)
-        return np.log(np.array([_SCALE_BOUNDS], dtype=np.float64))
+        if mode == "scale" and (
+            not warm or split_kernel_scale(self.kernel_)[0] is self.kernel_
+        ):
+            self.kernel_ = ConstantKernel(
+                1.0, constant_value_bounds=_SCALE_BOUNDS) * self.kernel_
+        K, V, M = params.q_mu.shape
+        n_hyper = {"none": 0, "all": self.kernel_.n_dims, "scale": 1}[mode]
+        layout = VariationalLayout(K, V, M, coupled=self.posterior == "coupled",
+                                   learn_weights=self.n_components > 1,
+                                   n_hyperparameters=n_hyper)
+        return ELBOObjective(
+            lik, self.kernel_, self.inducing_points_, data.X_flat, data.lengths,
+            data.y_flat, layout, hyperparameters=mode, jitter=self.jitter,
+            transition_prior_var=self.transition_prior_var,
+            n_samples=self.n_samples, gradient=self.gradient,
+        )
 
-    def _bounds(self, layout):
-        """L-BFGS-B box of the flat vector: the variational parameters are
-        free, the hyperparameters within :meth:`_hyper_bounds`."""
-        hyper = self._hyper_bounds()
-        if hyper is None:
-            return None
-        return [(None, None)] * layout.size + [tuple(b) for b in hyper]
-
-    def _fit_stochastic(self, objective, x, n_variational, n, rng, parallel, monitor):
+    def _fit_stochastic(self, objective, x, n, rng, parallel, monitor):
         """Epochs of minibatch steps with fresh samples every step; the
-        hyperparameters (after the ``n_variational`` variational entries of
-        ``x``) are projected onto their bounds after every step."""
+        learned hyperparameters are projected onto their bounds after every
+        step."""
         _, n_batches = minibatches(n, self.batch_size)
         saga = self.optimizer == "saga"
         opt = make_optimizer(self.optimizer, self.learning_rate, n_blocks=n_batches)
@@ -538,58 +436,55 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
             grad = grad / (n_batches * n) if saga else grad / n
             return value / n_batches, grad, 1.0
 
-        hyper = self._hyper_bounds()
-        project = None if hyper is None else (n_variational, hyper[:, 0], hyper[:, 1])
+        hyper = objective.hyperparameter_bounds()
+        start = objective.layout.slices["hyperparameters"].start
+        project = None if hyper is None else (start, hyper[:, 0], hyper[:, 1])
         return fit_epochs(step, x, opt, monitor, n_sequences=n,
                           batch_size=self.batch_size, rng=rng, project=project,
                           desc="GPStructTagger")
 
-    def _store(self, x, layout):
-        params = layout.unpack(x[: layout.size])
-        self.kernel_scale_ = 1.0
-        if self._hyper_mode() == "all":
-            self.kernel_ = self.kernel_.clone_with_theta(x[layout.size :])
-        elif self._hyper_mode() == "scale":
-            self.kernel_scale_ = float(np.exp(x[layout.size]))
+    def _store(self, x, objective):
+        params, self.kernel_ = objective.unpack(x)
         self.q_mu_ = params.q_mu
         self.q_sqrt_ = params.q_sqrt
         self.weights_ = params.weights
         self.transition_mean_ = params.m_bin
         self.transition_var_ = params.s_bin
-        self._Lzz = _elbo.inducing_cholesky(self.kernel_, self.inducing_points_,
-                                            self.jitter)
+        self._Lzz = inducing_cholesky(self._fixed_kernel()[0], self.inducing_points_,
+                                      self.jitter)
 
     def _terms(self, data):
-        """Kernel quantities of ``data`` under the fitted (scaled) kernel."""
-        terms = _elbo.compute_gp_terms(
-            self.kernel_, data.X_flat, data.lengths, self.inducing_points_,
+        """Kernel quantities of ``data`` under the fitted kernel (that of
+        the base kernel scaled by the learned factor, with "scale")."""
+        base, factor = self._fixed_kernel()
+        terms = compute_gp_terms(
+            base, data.X_flat, data.lengths, self.inducing_points_,
             jitter=self.jitter, Lzz=self._Lzz,
         )
-        return terms.scaled(self.kernel_scale_)
+        return terms.scaled(factor)
 
     # -------------------------------------------------------------- predict
     def _sequence_moments(self, data):
         """Posterior moments of the unary potentials of every sequence."""
-        return _elbo.sequence_marginals(self._terms(data), self.q_mu_, self.q_sqrt_)
+        return sequence_marginals(self._terms(data), self.q_mu_, self.q_sqrt_)
 
     def _seeds(self, n):
         rng = check_random_state(self.random_state)
         return rng.randint(_SEED_MAX, size=n)
 
     def _sample_marginals(self, b_n, Sigma_n, seed):
-        """Marginals of one sequence averaged over posterior samples."""
+        """Marginals of one sequence averaged over posterior samples
+        (drawn as in training: :func:`~skgpstruct.gp.sampling.draw_normals`
+        from the sequence's seed, :func:`~skgpstruct.gp.sampling.sample_potentials`)."""
         K, T, V = b_n.shape
-        S = self.n_predict_samples
-        rs = np.random.RandomState(seed)
+        eps, eps_bin = draw_normals([T], K, V, self.n_predict_samples, [seed])
+        C = np.linalg.cholesky(Sigma_n)  # (K, V, T, T): mean-field blocks
+        F, B = sample_potentials(b_n[None], C[None], eps[0][None],
+                                 self.transition_mean_, self.transition_var_,
+                                 eps_bin[0][None])
         out = np.zeros((T, V))
-        sd_bin = np.sqrt(self.transition_var_)
         for k in range(K):
-            F = np.empty((S, T, V))
-            for j in range(V):
-                C = cholesky(Sigma_n[k, j], lower=True)
-                F[:, :, j] = b_n[k, :, j] + rs.standard_normal((S, T)) @ C.T
-            B = self.transition_mean_ + sd_bin * rs.standard_normal((S, V, V))
-            unary, _ = chain.marginals(F, B)
+            unary, _ = chain.marginals(F[0, k], B[0, k])
             out += self.weights_[k] * unary.mean(axis=0)
         return out
 
@@ -633,8 +528,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
 
         Parameters
         ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            Token features of each sequence, as for :meth:`predict_marginals`.
 
         Returns
         -------
@@ -671,15 +566,14 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_)
         data.y_flat = encode_labels(self._encoder(), data.y_flat)
         terms = self._terms(data)
-        eps, eps_bin = _elbo.draw_normals(
+        eps, eps_bin = draw_normals(
             data.lengths, self.q_mu_.shape[0], len(self.classes_),
             self.n_predict_samples, self._seeds(data.n_sequences),
         )
-        values = _elbo.expected_log_likelihood(
+        values = expected_log_likelihood(
             get_likelihood(self.likelihood), terms, data.y_flat, self._params(),
             eps, eps_bin, return_grad=False,
         )
-        values = values[0] if isinstance(values, tuple) else values
         kl = mixture_kl(self.q_mu_, self.q_sqrt_, self.weights_) + transition_kl(
             self.transition_mean_, self.transition_var_, self.transition_prior_var
         )

@@ -79,12 +79,9 @@ class Likelihood(BaseEstimator):
 
         Parameters
         ----------
-        F : array-like of shape (S, T, V)
-            Sampled unary potentials of one sequence.
-        B : array-like of shape (S, V, V) or (V, V)
-            Sampled transition potentials.
-        y : array-like of int of shape (T,)
-            Encoded labels.
+        F, B, y : array-like
+            As in :meth:`log_prob`: samples ``F`` (S, T, V) and ``B``
+            (S, V, V) or (V, V), labels ``y`` (T,).
 
         Returns
         -------

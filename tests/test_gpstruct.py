@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.gaussian_process.kernels import RBF
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
 from skgpstruct.datasets import make_chain_data
@@ -79,11 +79,12 @@ def test_variants_fit_and_predict(data, params):
 
 @pytest.mark.parametrize("optimizer", ["lbfgs", "adam"])
 def test_learned_kernel_scale(data, optimizer):
-    """optimize_hyperparameters="scale" learns kernel_scale_ on precomputed
-    terms: a higher final (fixed-sample) ELBO than the fixed kernel, and
-    prediction uses the terms of the scaled kernel (and jitter)."""
+    """optimize_hyperparameters="scale" learns a ConstantKernel factor of
+    the kernel on precomputed terms: a higher final (fixed-sample) ELBO
+    than the fixed kernel, and prediction uses the terms of the scaled
+    kernel (and jitter)."""
     from skgpstruct._sequences import SequenceData
-    from skgpstruct.gp.elbo import compute_gp_terms
+    from skgpstruct.gp import compute_gp_terms
 
     X_tr, y_tr, X_te, _ = data
     kw = dict(SMALL, kernel=LinearKernel(variance=0.05), random_state=0)
@@ -91,23 +92,28 @@ def test_learned_kernel_scale(data, optimizer):
         kw.update(optimizer="adam", learning_rate=0.05, max_iter=30)
     fixed = _fit(GPStructTagger(**kw), X_tr, y_tr)
     gp = _fit(GPStructTagger(optimize_hyperparameters="scale", **kw), X_tr, y_tr)
-    assert fixed.kernel_scale_ == 1.0
-    assert gp.kernel_scale_ > 2.0  # variance 0.05 is far too small for this data
-    assert gp.kernel_.get_params() == kw["kernel"].get_params()
+    assert fixed.kernel_.get_params() == kw["kernel"].get_params()
+    assert isinstance(gp.kernel_.k1, ConstantKernel)
+    s = gp.kernel_.k1.constant_value
+    assert s > 2.0  # variance 0.05 is far too small for this data
+    assert gp.kernel_.k2.get_params() == kw["kernel"].get_params()
     assert gp.elbo_history_[-1] > fixed.elbo_history_[-1]
     data_te = SequenceData.from_sequences(X_te, None, n_features=6)
     t = gp._terms(data_te)
-    s = gp.kernel_scale_
     ref = compute_gp_terms(LinearKernel(variance=0.05 * s), data_te.X_flat, data_te.lengths,
                            gp.inducing_points_, jitter=gp.jitter * s)
     np.testing.assert_allclose(t.A, ref.A, rtol=1e-8, atol=1e-10)
     for a, b in zip(t.Ktilde, ref.Ktilde):
         np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+    # a warm start continues from the learned factor
+    gp.set_params(warm_start=True, max_iter=1)
+    _fit(gp, X_tr, y_tr)
+    assert isinstance(gp.kernel_.k2, LinearKernel)
 
 
 @pytest.mark.parametrize("optimizer", ["lbfgs", "adam"])
 def test_hyperparameters_stay_within_bounds(data, optimizer, monkeypatch):
-    """kernel.theta stays within kernel.bounds, and kernel_scale_ within
+    """kernel.theta stays within kernel.bounds, and the learned scale within
     _SCALE_BOUNDS, for L-BFGS-B and for the projected stochastic steps."""
     import skgpstruct._gpstruct as mod
 
@@ -117,12 +123,13 @@ def test_hyperparameters_stay_within_bounds(data, optimizer, monkeypatch):
         kw.update(optimizer="adam", learning_rate=0.1, max_iter=30)
     free = _fit(GPStructTagger(optimize_hyperparameters="scale",
                                kernel=LinearKernel(variance=0.05), **kw), X_tr, y_tr)
-    assert free.kernel_scale_ > 2.0  # unbounded below 2, it leaves [0.5, 1.5]
+    assert free.kernel_.k1.constant_value > 2.0  # unbounded below 2: leaves [0.5, 1.5]
     monkeypatch.setattr(mod, "_SCALE_BOUNDS", (0.5, 1.5))
     gp = _fit(GPStructTagger(optimize_hyperparameters="scale",
                              kernel=LinearKernel(variance=0.05), **kw), X_tr, y_tr)
-    assert 0.5 <= gp.kernel_scale_ <= 1.5 + 1e-12
-    np.testing.assert_allclose(gp.kernel_scale_, 1.5, rtol=1e-6)
+    scale = gp.kernel_.k1.constant_value
+    assert 0.5 <= scale <= 1.5 + 1e-12
+    np.testing.assert_allclose(scale, 1.5, rtol=1e-6)
 
     kernel = LinearKernel(variance=0.05, variance_bounds=(0.04, 0.2))
     gp = _fit(GPStructTagger(optimize_hyperparameters=True, kernel=kernel, **kw),
@@ -131,6 +138,41 @@ def test_hyperparameters_stay_within_bounds(data, optimizer, monkeypatch):
     values = np.exp(gp.kernel_.theta)
     assert np.all(values >= lo * (1 - 1e-9)) and np.all(values <= hi * (1 + 1e-9))
     np.testing.assert_allclose(gp.kernel_.variance, 0.2, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "hyper, kernel",
+    [(False, None), (True, RBFKernel(length_scale=2.0)), ("scale", None)],
+    ids=["fixed", "rbf", "scale"],
+)
+def test_fit_gradient_is_that_of_the_objective(data, hyper, kernel, monkeypatch,
+                                               assert_grad_fd):
+    """The gradient fit used (one L-BFGS iteration) equals finite
+    differences of the very objective fit called, at a point it visited."""
+    from skgpstruct.gp import ELBOObjective
+
+    calls = []
+    original = ELBOObjective.__call__
+
+    def recording(self, x, seq_idx, seeds, scale=1.0, parallel=None):
+        out = original(self, x, seq_idx, seeds, scale, parallel)
+        calls.append((self, np.array(x), np.array(seq_idx), np.array(seeds), scale,
+                      out))
+        return out
+
+    monkeypatch.setattr(ELBOObjective, "__call__", recording)
+    X_tr, y_tr, _, _ = data
+    gp = GPStructTagger(n_inducing=4, n_samples=2, max_iter=1, random_state=0,
+                        kernel=kernel, optimize_hyperparameters=hyper)
+    _fit(gp, X_tr[:6], y_tr[:6])
+    assert calls
+    objective, x, idx, seeds, scale, (value, grad) = calls[-1]
+    n_hyper = {False: 0, True: 2, "scale": 1}[hyper]
+    assert objective.layout.n_hyperparameters == n_hyper
+    assert_grad_fd(lambda z: original(objective, z, idx, seeds, scale)[0], x, grad,
+                   h=1e-5, rtol=1e-5, atol=1e-6)
+    if hyper:
+        assert np.abs(grad[objective.layout.slices["hyperparameters"]]).max() > 1e-4
 
 
 def test_sklearn_dense_kernel_accepted(data):

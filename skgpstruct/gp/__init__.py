@@ -1,44 +1,38 @@
 """Sparse variational GP machinery: pure functions, no estimator state.
 
+The layers, bottom up (each imports only those before it, and nothing of
+the package above ``gp/`` except the chain helpers and the deterministic
+chunked sum):
+
 - :mod:`skgpstruct.gp.kernels`: kernels on dense and scipy.sparse token
   features, with cross-covariance gradients and their contractions;
 - :mod:`skgpstruct.gp.inducing`: inducing inputs and label fractions
   (k-means / random subset);
-- :mod:`skgpstruct.gp.posterior`: the mixture (mean-field or coupled)
-  posterior over inducing values, its flat parametrisation and KL terms.
+- :mod:`skgpstruct.gp.variational`: the mixture (mean-field or coupled)
+  posterior's parameters, their flat layout and initialisation;
+- :mod:`skgpstruct.gp.kl`: the KL terms of the ELBO;
+- :mod:`skgpstruct.gp.terms`: kernel quantities ``A_n``, ``Ktilde_n`` and
+  the per-sequence Gaussian marginals;
+- :mod:`skgpstruct.gp.sampling`: standard normals from per-sequence seeds
+  and samples of the potentials (training and prediction);
+- :mod:`skgpstruct.gp.ell`: the expected log-likelihood and its pathwise
+  and score-function gradients;
+- :mod:`skgpstruct.gp.elbo`: :class:`ELBOObjective`, the objective that
+  GPStructTagger minimises.
 """
 
-from .inducing import init_inducing_points, unique_rows
-from .kernels import (
-    LinearKernel,
-    RBFKernel,
-    kernel_diag_gradient_contract,
-    kernel_gradient_contract,
-)
-from .posterior import (
-    VariationalLayout,
-    VariationalParams,
-    gauss_kl,
-    init_variational_params,
-    mean_field_to_coupled,
-    mixture_entropy_bound,
-    mixture_kl,
-    transition_kl,
-)
+from . import elbo, ell, inducing, kernels, kl, sampling, terms, variational
+from .elbo import *  # noqa: F403
+from .ell import *  # noqa: F403
+from .inducing import *  # noqa: F403
+from .kernels import *  # noqa: F403
+from .kl import *  # noqa: F403
+from .sampling import *  # noqa: F403
+from .terms import *  # noqa: F403
+from .variational import *  # noqa: F403
 
 __all__ = [
-    "LinearKernel",
-    "RBFKernel",
-    "kernel_gradient_contract",
-    "kernel_diag_gradient_contract",
-    "init_inducing_points",
-    "unique_rows",
-    "VariationalParams",
-    "VariationalLayout",
-    "init_variational_params",
-    "gauss_kl",
-    "mixture_entropy_bound",
-    "mixture_kl",
-    "transition_kl",
-    "mean_field_to_coupled",
+    name
+    for module in (kernels, inducing, variational, kl, terms, sampling, ell, elbo)
+    for name in module.__all__
 ]

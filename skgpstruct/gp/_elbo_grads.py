@@ -150,8 +150,14 @@ def _cv_coef(mean_g, mean_h, mean_gh, mean_hh):
     return np.divide(cov, var, out=np.zeros_like(cov), where=var > 0)
 
 
-def control_variate_mean(moments, S, mode="same"):
-    """``mean(g - a h)`` with a per-coordinate control-variate coefficient.
+def control_variate_mean(moments, S):
+    """``mean(g - a h)`` with a cross-fitted control-variate coefficient.
+
+    ``a = Cov(g, h) / Var(h)`` per coordinate, two-fold cross-fitted: each
+    half's mean is corrected with the coefficient of the other half
+    (unbiased, as ``E[h] = 0`` and the halves are independent; a
+    coefficient from the same samples would be correlated with their mean
+    of ``h``, an ``O(1 / S)`` bias). ``S < 2`` gives the plain mean.
 
     Parameters
     ----------
@@ -160,20 +166,9 @@ def control_variate_mean(moments, S, mode="same"):
         mean_gh, mean_hh)`` over the samples ``sl`` (a slice).
     S : int
         Number of samples.
-    mode : {"same", "cross", "none"}
-        - "same": ``a = Cov(g, h) / Var(h)`` from the same ``S`` samples (the
-          paper's estimator; ``O(1 / S)`` bias, since ``a`` and ``mean(h)``
-          are correlated);
-        - "cross": two-fold cross-fitting, each half's mean corrected with
-          the coefficient of the other half (unbiased, as ``E[h] = 0`` and
-          the halves are independent);
-        - "none": ``a = 0`` (plain score function).
     """
-    if mode == "none" or S < 2:
+    if S < 2:
         return moments(slice(None))[0]
-    if mode == "same":
-        mg, mh, mgh, mhh = moments(slice(None))
-        return mg - _cv_coef(mg, mh, mgh, mhh) * mh
     half = S // 2
     first, second = moments(slice(0, half)), moments(slice(half, S))
     a1, a2 = _cv_coef(*first), _cv_coef(*second)
@@ -182,7 +177,7 @@ def control_variate_mean(moments, S, mode="same"):
     return (half * est1 + (S - half) * est2) / S
 
 
-def score_mean_grad(U, lp, mode="same"):
+def score_mean_grad(U, lp):
     """Score-function gradient w.r.t. the mean, with control variates.
 
     ``U`` (..., d, S) holds ``Sigma^-1 (f_s - b)`` per sample, ``lp``
@@ -194,10 +189,10 @@ def score_mean_grad(U, lp, mode="same"):
         u2 = u * u
         return (u * lpx).mean(-1), u.mean(-1), (u2 * lpx).mean(-1), u2.mean(-1)
 
-    return control_variate_mean(moments, U.shape[-1], mode)
+    return control_variate_mean(moments, U.shape[-1])
 
 
-def score_cov_grad(U, P, lp, mode="same"):
+def score_cov_grad(U, P, lp):
     """Score-function gradient w.r.t. the covariance, with control variates.
 
     ``h_s = (u_s u_s^T - P) / 2`` with ``u_s = Sigma^-1 (f_s - b)`` (columns of
@@ -223,11 +218,11 @@ def score_cov_grad(U, P, lp, mode="same"):
         mean_gh = 0.25 * (np.matmul(u2 * lpx, u2t) / n - 2.0 * P * ULU + mean_lp * PP)
         return mean_g, mean_h, mean_gh, mean_hh
 
-    out = control_variate_mean(moments, U.shape[-1], mode)
+    out = control_variate_mean(moments, U.shape[-1])
     return 0.5 * (out + np.swapaxes(out, -1, -2))
 
 
-def score_transition_grads(E_bin, sq, s_bin, lp, mode="same"):
+def score_transition_grads(E_bin, sq, s_bin, lp):
     """Score-function gradients w.r.t. ``m_bin`` and ``s_bin``.
 
     ``E_bin`` (..., S, V, V) are the standard normals with ``B = m + sq * E``,
@@ -242,7 +237,7 @@ def score_transition_grads(E_bin, sq, s_bin, lp, mode="same"):
             h2 = hs * hs
             return (hs * lpx).mean(-3), hs.mean(-3), (h2 * lpx).mean(-3), h2.mean(-3)
 
-        out.append(control_variate_mean(moments, lp.shape[-1], mode))
+        out.append(control_variate_mean(moments, lp.shape[-1]))
     return out
 
 
@@ -308,6 +303,18 @@ def kernel_matrix_grads(terms, dA, Sbar, buckets, coupled, V):
     return {"Knz": dKnz, "Knn": dKnn, "Kzz": dKzz}
 
 
+def _unpermute_dA(dA_perm, perm, db, q_mu):
+    """``dA`` in token order: the covariance part (bucket order) plus the
+    mean part ``sum_k db_k m_k``; None when ``dA_perm`` is None."""
+    if dA_perm is None:
+        return None
+    dA = np.empty(dA_perm.shape)
+    dA[perm] = dA_perm
+    for k in range(q_mu.shape[0]):
+        dA += db[k] @ q_mu[k]
+    return dA
+
+
 def backward_mean_field(A, A_perm, perm, q_mu, q_sqrt, db, Sbar, buckets, need_A):
     """Gradients w.r.t. ``q_mu``, ``q_sqrt`` (and ``A``), mean-field.
 
@@ -346,13 +353,7 @@ def backward_mean_field(A, A_perm, perm, q_mu, q_sqrt, db, Sbar, buckets, need_A
                         R[np.diag_indices(M)] -= 1.0
                 if need_A:
                     dA_perm += 2.0 * (Y[:, jj] @ R)
-    dA = None
-    if need_A:
-        dA = np.empty((N, M))
-        dA[perm] = dA_perm
-        for k in range(K):
-            dA += db[k] @ q_mu[k]
-    return d_mu, d_sqrt, dA
+    return d_mu, d_sqrt, _unpermute_dA(dA_perm, perm, db, q_mu)
 
 
 def backward_coupled(A, A_perm, perm, q_mu, q_sqrt, db, Sbar, buckets, need_A):
@@ -389,10 +390,4 @@ def backward_coupled(A, A_perm, perm, q_mu, q_sqrt, db, Sbar, buckets, need_A):
             # dA = 2 sum_ij (Sbar_ij A) R_ji ; R_ji = R[(j, p), (i, q)]
             Rs = R.reshape(V, M, V, M).transpose(2, 0, 1, 3).reshape(V * V * M, M)
             dA_perm += 2.0 * (Y.reshape(N, V * V * M) @ Rs)
-    dA = None
-    if need_A:
-        dA = np.empty((N, M))
-        dA[perm] = dA_perm
-        for k in range(K):
-            dA += db[k] @ q_mu[k]
-    return d_mu, d_sqrt, dA
+    return d_mu, d_sqrt, _unpermute_dA(dA_perm, perm, db, q_mu)

@@ -169,6 +169,38 @@ def init_inducing_points(
     array([[1. , 0. ],
            [0.5, 0.5]])
     """
+    X, y, n_inducing, n_classes, projection_dim = _check_inputs(
+        X, y, n_inducing, n_classes, method, projection_dim)
+    n_tokens = X.shape[0]
+    rng = check_random_state(random_state)
+    if n_inducing >= n_tokens:
+        Z = X.copy()
+        return Z, np.eye(n_classes)[y]
+    first, inverse = unique_rows(X)
+    n_unique = first.size
+    counts = np.zeros((n_unique, n_classes))
+    np.add.at(counts, (inverse, y), 1.0)
+    weights = counts.sum(axis=1)
+    U = _take_rows(X, first)
+    if n_inducing >= n_unique:
+        return U, counts / weights[:, None]
+    if method == "random":
+        rows = rng.choice(
+            n_unique, size=n_inducing, replace=False, p=weights / n_tokens
+        )
+        return _take_rows(U, rows), counts[rows] / weights[rows, None]
+    assign = _kmeans_assign(U, weights, n_inducing, projection_dim, rng)
+    Z, fractions, empty = _cluster_means(U, counts, weights, assign, n_inducing)
+    if empty.size:
+        Z = _fill_empty(Z, fractions, empty, U, counts, weights, assign, rng)
+    if sp.issparse(Z):
+        Z.eliminate_zeros()
+        Z.sort_indices()
+    return Z, fractions
+
+
+def _check_inputs(X, y, n_inducing, n_classes, method, projection_dim):
+    """Validated ``(X, y, n_inducing, n_classes, projection_dim)``."""
     X = check_array(X, accept_sparse="csr", dtype=np.float64, input_name="X")
     n_tokens = X.shape[0]
     y = np.asarray(y)
@@ -189,28 +221,12 @@ def init_inducing_points(
         )
     if method not in ("kmeans", "random"):
         raise ValueError(f"method must be 'kmeans' or 'random', got {method!r}.")
-    rng = check_random_state(random_state)
+    return X, y, n_inducing, n_classes, projection_dim
 
-    if n_inducing >= n_tokens:
-        Z = X.copy()
-        return Z, np.eye(n_classes)[y]
 
-    first, inverse = unique_rows(X)
-    n_unique = first.size
-    counts = np.zeros((n_unique, n_classes))
-    np.add.at(counts, (inverse, y), 1.0)
-    weights = counts.sum(axis=1)
-    U = _take_rows(X, first)
-    if n_inducing >= n_unique:
-        return U, counts / weights[:, None]
-
-    if method == "random":
-        rows = rng.choice(
-            n_unique, size=n_inducing, replace=False, p=weights / n_tokens
-        )
-        return _take_rows(U, rows), counts[rows] / weights[rows, None]
-
-    # method == "kmeans"
+def _kmeans_assign(U, weights, n_inducing, projection_dim, rng):
+    """Cluster of each distinct row: weighted k-means on a random projection
+    (sparse or wide ``U``), seeded by one-trial k-means++."""
     n_features = U.shape[1]
     if sp.issparse(U) or n_features > projection_dim:
         R = rng.standard_normal((n_features, projection_dim)) / np.sqrt(projection_dim)
@@ -225,24 +241,19 @@ def init_inducing_points(
         centres, _ = kmeans_plusplus(
             P, n_inducing, sample_weight=weights, n_local_trials=1, random_state=seed
         )
-    if n_unique > _MINIBATCH_THRESHOLD:
-        km = MiniBatchKMeans(
-            n_clusters=n_inducing,
-            init=centres,
-            n_init=1,
-            batch_size=4096,
-            max_iter=5,
-            random_state=seed,
-        )
+    if U.shape[0] > _MINIBATCH_THRESHOLD:
+        km = MiniBatchKMeans(n_clusters=n_inducing, init=centres, n_init=1,
+                             batch_size=4096, max_iter=5, random_state=seed)
     else:
-        km = KMeans(
-            n_clusters=n_inducing,
-            init=centres,
-            n_init=1,
-            max_iter=30,
-            random_state=seed,
-        )
-    assign = km.fit(P, sample_weight=weights).predict(P)
+        km = KMeans(n_clusters=n_inducing, init=centres, n_init=1, max_iter=30,
+                    random_state=seed)
+    return km.fit(P, sample_weight=weights).predict(P)
+
+
+def _cluster_means(U, counts, weights, assign, n_inducing):
+    """Weighted cluster means ``Z``, their label fractions and the indices
+    of the empty clusters."""
+    n_unique = U.shape[0]
     member = sp.csr_matrix(
         (weights, (assign, np.arange(n_unique))), shape=(n_inducing, n_unique)
     )
@@ -253,22 +264,22 @@ def init_inducing_points(
     Z = sp.csr_matrix(Z) if sp.issparse(U) else np.asarray(Z)
     member.data[:] = 1.0  # indicator: counts are already per distinct row
     fractions = (member @ counts) / sizes[:, None]
-    if empty.size:
-        # Replace each empty cluster by a distinct row that equals no centre:
-        # rows of singleton clusters are their centre, so they are excluded.
-        n_rows = np.bincount(assign, minlength=n_inducing)
-        free = np.flatnonzero(n_rows[assign] > 1)
-        p = weights[free] / weights[free].sum()
-        rows = free[rng.choice(free.size, size=empty.size, replace=False, p=p)]
-        if sp.issparse(Z):
-            Z = sp.vstack([Z, U[rows]], format="csr")
-            order = np.arange(n_inducing)
-            order[empty] = n_inducing + np.arange(empty.size)
-            Z = Z[order]
-        else:
-            Z[empty] = U[rows]
-        fractions[empty] = counts[rows] / weights[rows, None]
-    if sp.issparse(Z):
-        Z.eliminate_zeros()
-        Z.sort_indices()
-    return Z, fractions
+    return Z, fractions, empty
+
+
+def _fill_empty(Z, fractions, empty, U, counts, weights, assign, rng):
+    """Replace each empty cluster by a distinct row that equals no centre
+    (rows of singleton clusters are their centre, so they are excluded);
+    returns ``Z`` (``fractions`` is updated in place)."""
+    n_inducing = fractions.shape[0]
+    n_rows = np.bincount(assign, minlength=n_inducing)
+    free = np.flatnonzero(n_rows[assign] > 1)
+    p = weights[free] / weights[free].sum()
+    rows = free[rng.choice(free.size, size=empty.size, replace=False, p=p)]
+    fractions[empty] = counts[rows] / weights[rows, None]
+    if not sp.issparse(Z):
+        Z[empty] = U[rows]
+        return Z
+    order = np.arange(n_inducing)
+    order[empty] = n_inducing + np.arange(empty.size)
+    return sp.vstack([Z, U[rows]], format="csr")[order]

@@ -12,11 +12,10 @@ Unlike sklearn's, they
   ``k(X, Y)`` (``eval_gradient=True`` with ``Y`` given), as the sparse GP needs
   ``d k(X_n, Z) / d theta``,
 - contract that gradient with a weight matrix without building the
-  ``(n_X, n_Y, n_theta)`` tensor (:meth:`LinearKernel.gradient_contract`,
-  :meth:`LinearKernel.diag_gradient_contract`).
+  ``(n_X, n_Y, n_theta)`` tensor (:meth:`LinearKernel.gradient_contract`).
 
-:func:`kernel_gradient_contract` and :func:`kernel_diag_gradient_contract`
-do the same for any sklearn kernel (see their Notes for how).
+:func:`kernel_gradient_contract` does the same for any sklearn kernel (see
+its Notes for how).
 
 Gradients are with respect to ``theta``, the logarithms of the non-fixed
 hyperparameters, in the order of ``kernel.hyperparameters`` (alphabetical, as
@@ -35,7 +34,6 @@ __all__ = [
     "LinearKernel",
     "RBFKernel",
     "kernel_gradient_contract",
-    "kernel_diag_gradient_contract",
 ]
 
 
@@ -97,8 +95,7 @@ class _ContractKernel(Kernel):
 
     Subclasses implement ``_diag(X)``, ``_parts(X, Y, same)`` -> (K, cache),
     ``_param_grad(name, cache)`` -> dK/dlog(param) of shape (n_X, n_Y) or
-    (n_X, n_Y, n_elements), ``_param_contract(name, cache, G)`` and
-    ``_param_diag_contract(name, X, g)``.
+    (n_X, n_Y, n_elements) and ``_param_contract(name, cache, G)``.
     """
 
     def _free_hyperparameters(self):
@@ -206,29 +203,6 @@ class _ContractKernel(Kernel):
         """
         return self._diag(_check_X(X))
 
-    def diag_gradient_contract(self, X, g):
-        """Contract the gradient of ``diag(k(X, X))`` with a weight vector.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Argument of the kernel.
-        g : array-like of shape (n_samples,)
-            Weights, typically ``dF / d diag(K)``.
-
-        Returns
-        -------
-        grad : ndarray of shape (n_dims,)
-            ``sum_a g[a] * dK[a, a] / dtheta``.
-        """
-        X = _check_X(X)
-        g = _check_G(g, (X.shape[0],), "g")
-        out = [
-            np.atleast_1d(self._param_diag_contract(h.name, X, g))
-            for h in self._free_hyperparameters()
-        ]
-        return np.concatenate(out) if out else np.empty(0)
-
 
 class LinearKernel(_ContractKernel):
     r"""Linear (dot-product) kernel ``k(x, x') = variance * <x, x'> + bias``.
@@ -311,12 +285,6 @@ class LinearKernel(_ContractKernel):
         if name == "variance":
             return v * np.vdot(G, P)
         return b * G.sum()
-
-    def _param_diag_contract(self, name, X, g):
-        v, b = self._check_values()
-        if name == "variance":
-            return v * np.dot(g, _row_sqnorms(X))
-        return b * g.sum()
 
     def _diag(self, X):
         v, b = self._check_values()
@@ -462,12 +430,6 @@ class RBFKernel(_ContractKernel):
             out -= 2.0 * np.asarray(prod.sum(axis=0)).ravel()
         return out
 
-    def _param_diag_contract(self, name, X, g):
-        ls, v = self._length_scale(X.shape[1])
-        if name == "variance":
-            return v * g.sum()
-        return np.zeros(ls.size)
-
     def _diag(self, X):
         _, v = self._length_scale(X.shape[1])
         return np.full(X.shape[0], v)
@@ -584,76 +546,4 @@ def kernel_gradient_contract(kernel, X, Y, G, *, max_elements=2**24, eps=1e-5):
         Kp = kernel.clone_with_theta(theta + step)(X, Y)
         Km = kernel.clone_with_theta(theta - step)(X, Y)
         out[i] = np.vdot(G, Kp - Km) / (2.0 * eps)
-    return out
-
-
-def kernel_diag_gradient_contract(kernel, X, g, *, max_elements=2**24, eps=1e-5):
-    """``sum_a g[a] * d k(X, X)[a, a] / dtheta`` for any kernel.
-
-    Parameters
-    ----------
-    kernel : sklearn Kernel
-        A kernel of this module, an sklearn kernel, or sums / products.
-    X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        Argument of the kernel.
-    g : array-like of shape (n_samples,)
-        Weights, typically ``dF / d diag(K)``.
-    max_elements : int, default=2**24
-        Largest gradient tensor the sklearn fallback may build before it
-        switches to finite differences of ``kernel.diag``.
-    eps : float, default=1e-5
-        Step in ``theta`` of the finite-difference fallback.
-
-    Returns
-    -------
-    grad : ndarray of shape (kernel.n_dims,)
-        Contracted gradient, in the order of ``kernel.theta``.
-
-    Notes
-    -----
-    As :func:`kernel_gradient_contract`: ``diag_gradient_contract`` when the
-    kernel has it, recursion through ``Sum`` / ``Product``, else sklearn's
-    ``kernel(X, eval_gradient=True)`` (its diagonal) while the tensor is
-    small, else central finite differences of ``kernel.diag``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from skgpstruct.gp.kernels import LinearKernel, kernel_diag_gradient_contract
-    >>> kernel_diag_gradient_contract(LinearKernel(), np.eye(2), np.ones(2))
-    array([2.])
-    """
-    if hasattr(kernel, "diag_gradient_contract"):
-        return kernel.diag_gradient_contract(X, g)
-    g = _check_G(g, (_n_rows(X),), "g")
-    kw = dict(max_elements=max_elements, eps=eps)
-    if isinstance(kernel, Sum):
-        return np.concatenate(
-            [
-                kernel_diag_gradient_contract(k, X, g, **kw)
-                for k in (kernel.k1, kernel.k2)
-            ]
-        )
-    if isinstance(kernel, Product):
-        d1, d2 = kernel.k1.diag(X), kernel.k2.diag(X)
-        return np.concatenate(
-            [
-                kernel_diag_gradient_contract(kernel.k1, X, g * d2, **kw),
-                kernel_diag_gradient_contract(kernel.k2, X, g * d1, **kw),
-            ]
-        )
-    theta = kernel.theta
-    if theta.size == 0:
-        return np.empty(0)
-    n = _n_rows(X)
-    if n * n * theta.size <= max_elements:
-        _, dK = kernel(X, eval_gradient=True)
-        return np.einsum("a,aap->p", g, dK)
-    out = np.empty(theta.size)
-    for i in range(theta.size):
-        step = np.zeros_like(theta)
-        step[i] = eps
-        dp = kernel.clone_with_theta(theta + step).diag(X)
-        dm = kernel.clone_with_theta(theta - step).diag(X)
-        out[i] = np.dot(g, dp - dm) / (2.0 * eps)
     return out

@@ -13,23 +13,23 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 from threadpoolctl import threadpool_limits
 
 from skgpstruct.chain import log_likelihood
-from skgpstruct.gp.elbo import (
+from skgpstruct.gp import (
+    ELBOObjective,
     GPTerms,
+    LinearKernel,
+    RBFKernel,
+    VariationalLayout,
+    VariationalParams,
     compute_gp_terms,
     draw_normals,
-    elbo,
     expected_log_likelihood,
     inducing_cholesky,
     kernel_matrix_grads_to_theta,
-    sequence_marginals,
-)
-from skgpstruct.gp.kernels import LinearKernel, RBFKernel
-from skgpstruct.gp.posterior import (
-    VariationalLayout,
-    VariationalParams,
     mean_field_to_coupled,
+    sequence_marginals,
+    split_kernel_scale,
 )
-from skgpstruct.likelihoods import Likelihood
+from skgpstruct.likelihoods import CRFLikelihood, Likelihood, get_likelihood
 
 # Central differences with step H on a smooth, well-conditioned objective
 # (values O(10), Cholesky factors of covariances with eigenvalues >= 1e-4 ...
@@ -38,13 +38,7 @@ from skgpstruct.likelihoods import Likelihood
 # entries that are ~0; the gradients are O(0.1 - 10)).
 H = 1e-5
 RTOL, ATOL = 1e-5, 1e-6
-
-
-@pytest.fixture(autouse=True)
-def _single_threaded_blas():
-    # All matrices here are tiny: threaded BLAS only adds latency.
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
+CRF = CRFLikelihood()
 
 
 # --------------------------------------------------------------------------
@@ -198,14 +192,14 @@ def test_ell_values_invariant_to_chunking():
     terms = compute_gp_terms(kernel, X, lengths, Z)
     _, _, p = _random_params(2, 2, Z.shape[0], seed=5)
     eps, eps_bin = draw_normals(lengths, 2, 2, 6, np.arange(5) + 40)
-    full = expected_log_likelihood("crf", terms, y, p, eps, eps_bin, return_grad=False)
+    full = expected_log_likelihood(CRF, terms, y, p, eps, eps_bin, return_grad=False)
     for idx in ([4, 1], [0, 2, 3]):
         sub = terms.subset(idx)
         off = terms.offsets
         rows = np.concatenate([np.arange(off[i], off[i + 1]) for i in idx])
         e_sub, eb_sub = draw_normals(lengths[idx], 2, 2, 6, np.asarray(idx) + 40)
         part = expected_log_likelihood(
-            "crf", sub, y[rows], p, e_sub, eb_sub, return_grad=False
+            CRF, sub, y[rows], p, e_sub, eb_sub, return_grad=False
         )
         assert_allclose(part, full[idx], rtol=1e-12)
 
@@ -234,7 +228,7 @@ def test_ell_matches_brute_force_monte_carlo(seed):
     terms = compute_gp_terms(kernel, X, lengths, Z, jitter=1e-4)
     seeds = np.random.default_rng(seed).integers(0, 2**31, lengths.size)
     eps, eps_bin = draw_normals(lengths, K, V, S, seeds)
-    ours = expected_log_likelihood("crf", terms, y, p, eps, eps_bin, return_grad=False)
+    ours = expected_log_likelihood(CRF, terms, y, p, eps, eps_bin, return_grad=False)
 
     mean, cov = _dense_moments(kernel, X, Z, 1e-4, p.q_mu, p.q_sqrt)
     rng = np.random.default_rng(seed + 1000)
@@ -279,7 +273,7 @@ def test_ell_zero_variance_equals_crf_at_mean():
     terms = compute_gp_terms(kernel, X, lengths, Z, jitter=1e-8)
     eps, eps_bin = draw_normals(lengths, K, V, 100, [1, 2, 3])
     values = expected_log_likelihood(
-        "crf", terms, y, p, eps, eps_bin, return_grad=False
+        CRF, terms, y, p, eps, eps_bin, return_grad=False
     )
     b, _ = sequence_marginals(terms, p.q_mu, p.q_sqrt)
     for n in range(lengths.size):
@@ -289,7 +283,7 @@ def test_ell_zero_variance_equals_crf_at_mean():
     wide = VariationalParams(p.q_mu, np.tile(np.eye(M), (K, V, 1, 1)), p.weights,
                              p.m_bin, np.ones((V, V)))
     values_wide = expected_log_likelihood(
-        "crf", terms, y, wide, eps, eps_bin, return_grad=False
+        CRF, terms, y, wide, eps, eps_bin, return_grad=False
     )
     assert np.abs(values_wide - values).max() > 0.05
 
@@ -327,7 +321,7 @@ def test_ell_estimator_is_unbiased(seed):
     draws = np.array(
         [
             expected_log_likelihood(
-                "crf", terms, y, p,
+                CRF, terms, y, p,
                 *draw_normals(lengths, K, V, S, rng.integers(0, 2**62, 2)),
                 return_grad=False,
             )
@@ -423,19 +417,9 @@ def _raw_fd_grad(f, p):
 
 
 @pytest.mark.parametrize(
-    "gradient, control_variate, R, S",
-    [
-        ("pathwise", "same", 200, 20),
-        ("score", "cross", 200, 20),
-        ("score", "none", 200, 20),
-        # the paper's same-sample coefficient is biased by O(1 / S) (about
-        # 25 % on s_bin at S = 20 here), so it is checked at S = 400
-        ("score", "same", 50, 400),
-    ],
+    "gradient, R, S", [("pathwise", 200, 20), ("score", 200, 20)]
 )
-def test_gradient_estimators_unbiased_exact_probe(
-    gradient, control_variate, R, S, seed
-):
+def test_gradient_estimators_unbiased_exact_probe(gradient, R, S, seed):
     """Mean of many independent gradient estimates vs the exact gradient of
     the probe's closed-form expectation (finite differences of it)."""
     X, Z, y, lengths = _problem(30, lengths=(2, 3), V=2, M=3)
@@ -454,7 +438,7 @@ def test_gradient_estimators_unbiased_exact_probe(
         eps, eps_bin = draw_normals(lengths, K, V, S, rng.integers(0, 2**62, 2))
         _, g = expected_log_likelihood(
             _QuadraticProbe(), terms, y, p, eps, eps_bin,
-            gradient=gradient, control_variate=control_variate,
+            gradient=gradient,
         )
         est.append(np.concatenate([g[k].ravel() for k in _VAR_KEYS]))
     est = np.array(est)
@@ -481,42 +465,52 @@ def test_score_helpers_match_explicit_reference():
     def coef(gs, hs):  # explicit per-coordinate Cov(g, h) / Var(h) over axis 0
         return ((gs - gs.mean(0)) * (hs - hs.mean(0))).mean(0) / hs.var(0)
 
-    def cv(gs, hs, mode):
-        if mode == "none":
-            return gs.mean(0)
-        if mode == "same":
-            return (gs - coef(gs, hs) * hs).mean(0)
+    def cv(gs, hs):  # cross-fitted over the two halves
         h1, h2 = slice(0, S // 2), slice(S // 2, S)
         a1, a2 = coef(gs[h1], hs[h1]), coef(gs[h2], hs[h2])
         return np.concatenate([gs[h1] - a2 * hs[h1], gs[h2] - a1 * hs[h2]]).mean(0)
 
-    for mode in ("same", "cross", "none"):
-        for i in range(3):
-            u = U[i].T  # (S, d)
-            assert_allclose(g.score_mean_grad(U, lp, mode)[i],
-                            cv(lp[i][:, None] * u, u, mode), rtol=1e-10)
-            h = 0.5 * (u[:, :, None] * u[:, None, :] - P[i])  # (S, d, d)
-            ref = cv(lp[i][:, None, None] * h, h, mode)
-            assert_allclose(g.score_cov_grad(U, P, lp, mode)[i], 0.5 * (ref + ref.T),
-                            rtol=1e-9)
+    for i in range(3):
+        u = U[i].T  # (S, d)
+        assert_allclose(g.score_mean_grad(U, lp)[i], cv(lp[i][:, None] * u, u),
+                        rtol=1e-10)
+        h = 0.5 * (u[:, :, None] * u[:, None, :] - P[i])  # (S, d, d)
+        ref = cv(lp[i][:, None, None] * h, h)
+        assert_allclose(g.score_cov_grad(U, P, lp)[i], 0.5 * (ref + ref.T), rtol=1e-9)
     # the control variate removes a constant baseline exactly (up to the
     # round-off of the expanded moments, whose terms are ~|lp| P^2 ~ 1e3)
     const = np.full((3, S), -5.0)
-    for mode in ("same", "cross"):
-        assert_allclose(g.score_mean_grad(U, const, mode), 0.0, atol=1e-12)
-        assert_allclose(g.score_cov_grad(U, P, const, mode), 0.0, atol=1e-8)
-    assert np.abs(g.score_cov_grad(U, P, const, "none")).max() > 0.1
+    assert_allclose(g.score_mean_grad(U, const), 0.0, atol=1e-12)
+    assert_allclose(g.score_cov_grad(U, P, const), 0.0, atol=1e-8)
+    # without a control variate (the plain score mean, computed here) the
+    # baseline would stay
+    h = 0.5 * (U[0].T[:, :, None] * U[0].T[:, None, :] - P[0])
+    assert np.abs((const[0][:, None, None] * h).mean(0)).max() > 0.1
 
 
 # --------------------------------------------------------------------------
-# gradients: finite differences of the fixed-sample objective
-
-
-def _fd(f, x):
-    return np.array([(f(x + H * e) - f(x - H * e)) / (2 * H) for e in np.eye(x.size)])
+# gradients: finite differences of the objective fit minimises
 
 
 _VAR_KEYS = ("q_mu", "q_sqrt", "weights", "m_bin", "s_bin")
+
+
+def _objective(likelihood, kernel, X, Z, y, lengths, K, V, *, coupled=False,
+               hyperparameters="none", n_samples=3, **kw):
+    n_hyper = {"none": 0, "all": kernel.n_dims, "scale": 1}[hyperparameters]
+    layout = VariationalLayout(K, V, Z.shape[0], coupled=coupled,
+                               learn_weights=K > 1, n_hyperparameters=n_hyper)
+    return ELBOObjective(get_likelihood(likelihood), kernel, Z, X, lengths, y, layout,
+                         hyperparameters=hyperparameters, n_samples=n_samples, **kw)
+
+
+def _start(objective, seed, scale=0.4):
+    """A random point of the objective's flat vector (hyperparameters at
+    the kernel's own values)."""
+    layout = objective.layout
+    x = np.random.default_rng(seed).standard_normal(layout.size) * scale
+    x[layout.slices["hyperparameters"]] = objective.initial_hyperparameters()
+    return x
 
 
 @pytest.mark.parametrize("likelihood", ["crf", "pseudo"])
@@ -526,65 +520,49 @@ _VAR_KEYS = ("q_mu", "q_sqrt", "weights", "m_bin", "s_bin")
     ids=["linear", "rbf"],
 )
 @pytest.mark.parametrize("coupled", [False, True], ids=["mean_field", "coupled"])
-def test_pathwise_gradients_match_finite_differences(likelihood, kernel, coupled):
+@pytest.mark.parametrize("hyperparameters", ["none", "all", "scale"])
+def test_objective_gradient_matches_finite_differences(
+    likelihood, kernel, coupled, hyperparameters, assert_grad_fd
+):
     X, Z, y, lengths = _problem(12, lengths=(1, 3, 4), V=2, M=4)
-    K, V, M, S = 2, 2, Z.shape[0], 3
-    layout, x0, p = _random_params(K, V, M, seed=13, coupled=coupled)
-    eps, eps_bin = draw_normals(lengths, K, V, S, [1, 2, 3])
-    kw = dict(scale=1.7)
-
-    def f(x):
-        return elbo(likelihood, kernel, X, lengths, y, Z, layout.unpack(x), eps,
-                    eps_bin, return_grad=False, **kw)
-
-    value, grad = elbo(likelihood, kernel, X, lengths, y, Z, p, eps, eps_bin,
-                       hyperparameters=True, **kw)
-    assert value == pytest.approx(f(x0), rel=1e-12)
-    g_flat = layout.pack_gradient(p, {key: grad[key] for key in _VAR_KEYS})
-    g_fd = _fd(f, x0)
-    for name, sl in layout.slices.items():
-        assert_allclose(g_flat[sl], g_fd[sl], rtol=RTOL, atol=ATOL, err_msg=name)
+    if hyperparameters == "scale":
+        kernel = ConstantKernel(1.3) * kernel
+    f = _objective(likelihood, kernel, X, Z, y, lengths, 2, 2, coupled=coupled,
+                   hyperparameters=hyperparameters)
+    x0 = _start(f, seed=13)
+    idx, seeds = np.arange(3), np.array([1, 2, 3])
+    value, grad = f(x0, idx, seeds, scale=1.7)
+    assert value == f(x0, idx, seeds, scale=1.7)[0]
+    assert_grad_fd(lambda x: f(x, idx, seeds, scale=1.7)[0], x0, grad,
+                   h=H, rtol=RTOL, atol=ATOL)
     # the gradient is not trivially small (the check can fail)
-    assert np.abs(g_fd[layout.slices["q_sqrt"]]).max() > 0.1
-
-    theta = kernel.theta
-
-    def f_theta(t):
-        return elbo(likelihood, kernel.clone_with_theta(t), X, lengths, y, Z, p,
-                    eps, eps_bin, return_grad=False, **kw)
-
-    assert grad["theta"].shape == theta.shape
-    assert_allclose(grad["theta"], _fd(f_theta, theta), rtol=RTOL, atol=ATOL)
+    assert np.abs(grad[f.layout.slices["q_sqrt"]]).max() > 0.1
+    if hyperparameters != "none":
+        assert np.abs(grad[f.layout.slices["hyperparameters"]]).max() > 1e-3
 
 
-def test_theta_gradient_sklearn_kernel_and_sparse_inputs():
+def test_objective_theta_gradient_sklearn_kernel_and_sparse_inputs(assert_grad_fd):
     # sklearn's kernels go through kernel_gradient_contract's fallback; the
     # linear kernel on sparse X must give the dense result.
     X, Z, y, lengths = _problem(14, lengths=(2, 3), V=3, M=3)
-    K, V, M = 1, 3, Z.shape[0]
-    layout, x0, p = _random_params(K, V, M, seed=15)
-    eps, eps_bin = draw_normals(lengths, K, V, 4, [5, 6])
-    kernel = ConstantKernel(0.9) * RBF(1.4)
-    theta = kernel.theta
-
-    def f_theta(t):
-        return elbo("crf", kernel.clone_with_theta(t), X, lengths, y, Z, p, eps,
-                    eps_bin, return_grad=False)
-
-    _, grad = elbo(
-        "crf", kernel, X, lengths, y, Z, p, eps, eps_bin, hyperparameters=True
-    )
-    assert_allclose(grad["theta"], _fd(f_theta, theta), rtol=RTOL, atol=ATOL)
+    idx, seeds = np.arange(2), np.array([5, 6])
+    f = _objective("crf", ConstantKernel(0.9) * RBF(1.4), X, Z, y, lengths, 1, 3,
+                   hyperparameters="all", n_samples=4)
+    x0 = _start(f, seed=15)
+    _, grad = f(x0, idx, seeds)
+    assert_grad_fd(lambda x: f(x, idx, seeds)[0], x0, grad, h=H, rtol=RTOL, atol=ATOL)
 
     Xs = X.copy()
     Xs[np.abs(Xs) < 0.5] = 0.0
     lin = LinearKernel(variance=0.5)
-    dense = elbo("crf", lin, Xs, lengths, y, Z, p, eps, eps_bin, hyperparameters=True)
-    sparse = elbo("crf", lin, sp.csr_matrix(Xs), lengths, y, sp.csr_matrix(Z), p,
-                  eps, eps_bin, hyperparameters=True)
-    assert sparse[0] == pytest.approx(dense[0], rel=1e-12)
-    for key in _VAR_KEYS + ("theta",):
-        assert_allclose(sparse[1][key], dense[1][key], rtol=1e-10, atol=1e-12)
+    dense = _objective("crf", lin, Xs, Z, y, lengths, 1, 3, hyperparameters="all",
+                       n_samples=4)
+    sparse = _objective("crf", lin, sp.csr_matrix(Xs), sp.csr_matrix(Z), y, lengths,
+                        1, 3, hyperparameters="all", n_samples=4)
+    x1 = _start(dense, seed=15)
+    (vd, gd), (vs, gs) = dense(x1, idx, seeds), sparse(x1, idx, seeds)
+    assert vs == pytest.approx(vd, rel=1e-12)
+    assert_allclose(gs, gd, rtol=1e-10, atol=1e-12)
 
 
 def test_kernel_matrix_gradients_by_finite_differences():
@@ -609,12 +587,12 @@ def test_kernel_matrix_gradients_by_finite_differences():
         Kt = [Knn[n] + jitter * np.eye(lengths[n]) - A[offsets[n] : offsets[n + 1]]
               @ A[offsets[n] : offsets[n + 1]].T for n in range(2)]
         terms = GPTerms(A=A, Ktilde=Kt, offsets=offsets, Knz=Knz, Lzz=Lzz)
-        return expected_log_likelihood("crf", terms, y, p, eps, eps_bin,
+        return expected_log_likelihood(CRF, terms, y, p, eps, eps_bin,
                                        return_grad=False).sum()
 
     terms = compute_gp_terms(kernel, X, lengths, Z, jitter=jitter)
     _, g = expected_log_likelihood(
-        "crf", terms, y, p, eps, eps_bin, hyperparameters=True
+        CRF, terms, y, p, eps, eps_bin, hyperparameters=True
     )
     E = np.zeros_like(Knz0)
     E[3, 1] = H
@@ -641,12 +619,15 @@ def test_coupled_reduces_to_mean_field():
     pc = VariationalParams(p.q_mu, mean_field_to_coupled(p.q_sqrt), p.weights,
                            p.m_bin, p.s_bin)
     eps, eps_bin = draw_normals(lengths, K, V, 5, [3, 4])
+    terms = compute_gp_terms(kernel, X, lengths, Z)
     for gradient in ("pathwise", "score"):
-        v, g = elbo("crf", kernel, X, lengths, y, Z, p, eps, eps_bin,
-                    gradient=gradient, hyperparameters=True)
-        vc, gc = elbo("crf", kernel, X, lengths, y, Z, pc, eps, eps_bin,
-                      gradient=gradient, hyperparameters=True)
-        assert vc == pytest.approx(v, rel=1e-12)
+        v, g = expected_log_likelihood(CRF, terms, y, p, eps, eps_bin,
+                                       gradient=gradient, hyperparameters=True)
+        vc, gc = expected_log_likelihood(CRF, terms, y, pc, eps, eps_bin,
+                                         gradient=gradient, hyperparameters=True)
+        assert_allclose(vc, v, rtol=1e-12)
+        for gr in (g, gc):
+            gr["theta"] = kernel_matrix_grads_to_theta(kernel, X, lengths, Z, gr)
         for key in ("q_mu", "weights", "m_bin", "s_bin", "theta"):
             assert_allclose(gc[key], g[key], rtol=1e-9, atol=1e-12, err_msg=key)
         for j in range(V):
@@ -679,7 +660,7 @@ def test_score_and_pathwise_gradients_agree(seed):
     est = {"pathwise": [], "score": []}
     for _ in range(R):
         eps, eps_bin = draw_normals(lengths, K, V, S, rng.integers(0, 2**62, 3))
-        for gradient, lik in (("pathwise", "crf"), ("score", _ValuesOnlyCRF())):
+        for gradient, lik in (("pathwise", CRF), ("score", _ValuesOnlyCRF())):
             _, g = expected_log_likelihood(lik, terms, y, p, eps, eps_bin,
                                            gradient=gradient)
             est[gradient].append(np.concatenate([g[key].ravel() for key in _VAR_KEYS]))
@@ -706,7 +687,7 @@ def test_score_gradient_single_sample_is_plain_score():
     terms = compute_gp_terms(kernel, X, lengths, Z)
     eps, eps_bin = draw_normals(lengths, 1, 2, 1, [7])
     values, g = expected_log_likelihood(
-        "crf", terms, y, p, eps, eps_bin, gradient="score"
+        CRF, terms, y, p, eps, eps_bin, gradient="score"
     )
     ref = values[0] * eps_bin[0][0, 0] / np.sqrt(p.s_bin)
     assert_allclose(g["m_bin"], ref, rtol=1e-12)
@@ -716,26 +697,61 @@ def test_score_gradient_single_sample_is_plain_score():
 # API behaviour and input validation
 
 
-def test_elbo_with_precomputed_terms_and_kl():
+def test_objective_terms_scale_kl_and_chunks():
     X, Z, y, lengths = _problem(24, lengths=(2, 3), V=2, M=3)
     kernel = LinearKernel()
-    _, _, p = _random_params(1, 2, 3, seed=25)
-    eps, eps_bin = draw_normals(lengths, 1, 2, 3, [1, 2])
     terms = compute_gp_terms(kernel, X, lengths, Z)
-    kw = dict(scale=2.0)
-    v1, g1 = elbo("crf", kernel, X, lengths, y, Z, p, eps, eps_bin, terms=terms, **kw)
-    v2, g2 = elbo("crf", kernel, X, lengths, y, Z, p, eps, eps_bin, scale=2.0)
+    f = _objective("crf", kernel, X, Z, y, lengths, 1, 2, terms=terms)
+    g = _objective("crf", kernel, X, Z, y, lengths, 1, 2)
+    x0 = _start(f, seed=25)
+    idx, seeds = np.arange(2), np.array([1, 2])
+    v1, g1 = f(x0, idx, seeds, scale=2.0)
+    v2, g2 = g(x0, idx, seeds, scale=2.0)
     assert v1 == v2
-    values = expected_log_likelihood(
-        "crf", terms, y, p, eps, eps_bin, return_grad=False
-    )
-    v0 = elbo(
-        "crf", kernel, X, lengths, y, Z, p, eps, eps_bin, scale=0.0, return_grad=False
-    )
-    assert v1 == pytest.approx(2.0 * values.sum() + v0, rel=1e-12)
-    assert v0 < 0  # minus two KL terms of a non-prior posterior
-    with pytest.raises(ValueError, match="different sequence lengths"):
-        elbo("crf", kernel, X, [3, 2], y, Z, p, eps, eps_bin, terms=terms)
+    assert_array_equal(g1, g2)
+    p = f.layout.unpack(x0)
+    eps, eps_bin = draw_normals(lengths, 1, 2, 3, seeds)
+    values = expected_log_likelihood(CRF, terms, y, p, eps, eps_bin, return_grad=False)
+    v0, _ = f(x0, idx, seeds, scale=0.0)
+    assert v1 == pytest.approx(-2.0 * values.sum() + v0, rel=1e-12)
+    assert v0 > 0  # two KL terms of a non-prior posterior
+    # the sum over sequences does not depend on the order of the chunks'
+    # contents beyond round-off, and a subset is the ELL of that subset
+    v_one, _ = f(x0, idx[:1], seeds[:1], scale=1.0)
+    assert v_one == pytest.approx(-values[0] + v0, rel=1e-12)
+    params, k = f.unpack(x0)
+    assert k is kernel and np.array_equal(params.q_mu, p.q_mu)
+    assert f.bounds() is None and f.hyperparameter_bounds() is None
+
+
+def test_objective_scale_and_theta_bounds_and_unpack():
+    X, Z, y, lengths = _problem(24, lengths=(2, 3), V=2, M=3)
+    base = LinearKernel(variance=0.7)
+    kernel = ConstantKernel(2.0, constant_value_bounds=(0.5, 8.0)) * base
+    f = _objective("crf", kernel, X, Z, y, lengths, 1, 2, hyperparameters="scale")
+    assert_allclose(f.initial_hyperparameters(), [np.log(2.0)])
+    assert_allclose(f.hyperparameter_bounds(), np.log([[0.5, 8.0]]))
+    bounds = f.bounds()
+    assert len(bounds) == f.layout.size and bounds[0] == (None, None)
+    x = _start(f, seed=3)
+    x[f.layout.slices["hyperparameters"]] = np.log(3.0)
+    _, k = f.unpack(x)
+    assert split_kernel_scale(k) == (base, pytest.approx(3.0))
+    assert k.k1.constant_value_bounds == (0.5, 8.0)
+    # the scaled terms of the base kernel are those of the scaled kernel
+    # with the jitter scaled too
+    scaled = compute_gp_terms(LinearKernel(variance=0.7 * 3.0), X, lengths, Z,
+                              jitter=3e-4)
+    assert_allclose(f.terms.scaled(3.0).A, scaled.A, rtol=1e-10)
+    g = _objective("crf", base, X, Z, y, lengths, 1, 2, hyperparameters="all")
+    assert_allclose(g.initial_hyperparameters(), base.theta)
+    with pytest.raises(ValueError, match="ConstantKernel"):
+        _objective("crf", base, X, Z, y, lengths, 1, 2, hyperparameters="scale")
+    layout = VariationalLayout(1, 2, 3)
+    with pytest.raises(ValueError, match="hyperparameters must be"):
+        ELBOObjective(CRF, base, Z, X, lengths, y, layout, hyperparameters="some")
+    with pytest.raises(ValueError, match="needs 1"):
+        ELBOObjective(CRF, base, Z, X, lengths, y, layout, hyperparameters="all")
 
 
 def test_expected_log_likelihood_rejects_bad_input():
@@ -745,32 +761,30 @@ def test_expected_log_likelihood_rejects_bad_input():
     eps, eps_bin = draw_normals(lengths, 1, 2, 3, [1, 2])
     call = expected_log_likelihood
     with pytest.raises(ValueError, match="eps\\[1\\]"):
-        call("crf", terms, y, p, [eps[0], eps[0]], eps_bin)
+        call(CRF, terms, y, p, [eps[0], eps[0]], eps_bin)
     with pytest.raises(ValueError, match="y_flat"):
-        call("crf", terms, y[:-1], p, eps, eps_bin)
+        call(CRF, terms, y[:-1], p, eps, eps_bin)
     with pytest.raises(ValueError, match=r"\[0, 2\)"):
-        call("crf", terms, y + 2, p, eps, eps_bin)
+        call(CRF, terms, y + 2, p, eps, eps_bin)
     with pytest.raises(ValueError, match="gradient must be"):
-        call("crf", terms, y, p, eps, eps_bin, gradient="reinforce")
-    with pytest.raises(ValueError, match="control_variate must be"):
-        call("crf", terms, y, p, eps, eps_bin, gradient="score", control_variate="loo")
+        call(CRF, terms, y, p, eps, eps_bin, gradient="reinforce")
     with pytest.raises(ValueError, match="use gradient='score'"):
         call(_ValuesOnlyCRF(), terms, y, p, eps, eps_bin)
     upper = VariationalParams(p.q_mu, p.q_sqrt.swapaxes(-1, -2).copy(), p.weights,
                               p.m_bin, p.s_bin)
     with pytest.raises(ValueError, match="lower-triangular"):
-        call("crf", terms, y, upper, eps, eps_bin)
+        call(CRF, terms, y, upper, eps, eps_bin)
     wrong_m = VariationalParams(p.q_mu[:, :, :2], p.q_sqrt, p.weights, p.m_bin, p.s_bin)
     with pytest.raises(ValueError, match="M = 3"):
-        call("crf", terms, y, wrong_m, eps, eps_bin)
+        call(CRF, terms, y, wrong_m, eps, eps_bin)
     neg = VariationalParams(p.q_mu, p.q_sqrt, p.weights, p.m_bin, -p.s_bin)
     with pytest.raises(ValueError, match="s_bin must be positive"):
-        call("crf", terms, y, neg, eps, eps_bin)
-    with pytest.raises(ValueError, match="Unknown likelihood"):
-        call("hmm", terms, y, p, eps, eps_bin)
+        call(CRF, terms, y, neg, eps, eps_bin)
+    with pytest.raises(TypeError, match="get_likelihood"):
+        call("crf", terms, y, p, eps, eps_bin)
     # values only: a values-only likelihood is fine
     values = call(_ValuesOnlyCRF(), terms, y, p, eps, eps_bin, return_grad=False)
-    assert_allclose(values, call("crf", terms, y, p, eps, eps_bin, return_grad=False))
+    assert_allclose(values, call(CRF, terms, y, p, eps, eps_bin, return_grad=False))
 
 
 def test_small_blas_limit_is_restored_under_threads():
@@ -814,7 +828,9 @@ def test_small_blas_limit_is_restored_under_threads():
 
 @pytest.mark.parametrize("gradient", ["pathwise", "score"])
 @pytest.mark.parametrize("coupled", [False, True], ids=["mean_field", "coupled"])
-def test_log_scale_matches_scaled_kernel_and_finite_differences(gradient, coupled):
+def test_log_scale_matches_scaled_kernel_and_finite_differences(
+    gradient, coupled, assert_grad_fd
+):
     """``log_scale`` on the terms of k equals the terms of exp(log_scale) k
     (jitter scaled with it); its gradient, and the pathwise gradients of the
     variational parameters under it, match finite differences."""
@@ -828,23 +844,21 @@ def test_log_scale_matches_scaled_kernel_and_finite_differences(gradient, couple
                               jitter=jitter * np.exp(rho))
 
     def ell(x, r):
-        return expected_log_likelihood("crf", terms, y, layout.unpack(x), eps, eps_bin,
+        return expected_log_likelihood(CRF, terms, y, layout.unpack(x), eps, eps_bin,
                                        return_grad=False, log_scale=r).sum()
 
-    values, grad = expected_log_likelihood("crf", terms, y, p, eps, eps_bin,
+    values, grad = expected_log_likelihood(CRF, terms, y, p, eps, eps_bin,
                                            gradient=gradient, log_scale=rho)
-    ref = expected_log_likelihood("crf", scaled, y, p, eps, eps_bin, return_grad=False)
+    ref = expected_log_likelihood(CRF, scaled, y, p, eps, eps_bin, return_grad=False)
     assert_allclose(values, ref, rtol=1e-10)
     g_fd = (ell(x0, rho + H) - ell(x0, rho - H)) / (2 * H)
     assert abs(g_fd) > 0.1  # the check can fail
     assert grad["log_scale"] == pytest.approx(g_fd, rel=RTOL, abs=ATOL)
     if gradient == "pathwise":
         g_flat = layout.pack_gradient(p, {key: grad[key] for key in _VAR_KEYS})
-        g_var = _fd(lambda x: ell(x, rho), x0)
-        for name, sl in layout.slices.items():
-            assert_allclose(g_flat[sl], g_var[sl], rtol=RTOL, atol=ATOL, err_msg=name)
+        assert_grad_fd(lambda x: ell(x, rho), x0, g_flat, h=H, rtol=RTOL, atol=ATOL)
     with pytest.raises(ValueError, match="hyperparameters=True"):
-        expected_log_likelihood("crf", terms, y, p, eps, eps_bin, log_scale=rho,
+        expected_log_likelihood(CRF, terms, y, p, eps, eps_bin, log_scale=rho,
                                 hyperparameters=True)
     with pytest.raises(ValueError, match="finite"):
-        expected_log_likelihood("crf", terms, y, p, eps, eps_bin, log_scale=np.inf)
+        expected_log_likelihood(CRF, terms, y, p, eps, eps_bin, log_scale=np.inf)

@@ -16,7 +16,6 @@ from sklearn.gaussian_process.kernels import (
 from skgpstruct.gp.kernels import (
     LinearKernel,
     RBFKernel,
-    kernel_diag_gradient_contract,
     kernel_gradient_contract,
 )
 
@@ -147,27 +146,6 @@ def test_gradient_contract(kernel, sparse):
     )
 
 
-@pytest.mark.parametrize("kernel", _kernels(), ids=repr)
-@pytest.mark.parametrize("sparse", [False, True])
-def test_diag_gradient_contract_matches_finite_differences(kernel, sparse):
-    X, _ = _data(seed=13)
-    if sparse:
-        X = sp.csr_matrix(X)
-    g = np.random.default_rng(4).standard_normal(X.shape[0])
-    theta = kernel.theta
-    fd = []
-    for i in range(theta.size):
-        step = np.zeros_like(theta)
-        step[i] = H
-        dp = kernel.clone_with_theta(theta + step).diag(X)
-        dm = kernel.clone_with_theta(theta - step).diag(X)
-        fd.append(np.dot(g, dp - dm) / (2 * H))
-    assert_allclose(kernel.diag_gradient_contract(X, g), fd, rtol=RTOL, atol=ATOL)
-    assert_allclose(
-        kernel_diag_gradient_contract(kernel, X, g), fd, rtol=RTOL, atol=ATOL
-    )
-
-
 def test_fixed_hyperparameters_are_excluded():
     k = LinearKernel(variance=2.0, bias=0.5)  # bias fixed by default
     assert k.theta.shape == (1,) and k.bounds.shape == (1, 2)
@@ -237,18 +215,6 @@ def test_contract_recurses_into_sum_and_product(sparse):
     G = np.random.default_rng(6).standard_normal((5, 3))
     fd = np.einsum("ab,abp->p", G, _fd_grad(kernel, X, Y))
     assert_allclose(kernel_gradient_contract(kernel, Xin, Yin, G), fd, rtol=RTOL)
-    g = np.random.default_rng(7).standard_normal(5)
-    theta = kernel.theta
-    fd_diag = [
-        np.dot(
-            g,
-            kernel.clone_with_theta(theta + H * e).diag(X)
-            - kernel.clone_with_theta(theta - H * e).diag(X),
-        )
-        / (2 * H)
-        for e in np.eye(theta.size)
-    ]
-    assert_allclose(kernel_diag_gradient_contract(kernel, Xin, g), fd_diag, rtol=RTOL)
 
 
 @pytest.mark.parametrize("max_elements", [2**24, 0], ids=["analytic", "finite-diff"])
@@ -264,19 +230,6 @@ def test_contract_falls_back_for_sklearn_kernels(max_elements, cross):
     if not cross:
         # WhiteKernel's k(X) has noise on the diagonal: its gradient counts
         assert abs(got[-1]) > 1e-3
-    g = G[:, 0]
-    theta = kernel.theta
-    fd_diag = [
-        np.dot(
-            g,
-            kernel.clone_with_theta(theta + H * e).diag(X)
-            - kernel.clone_with_theta(theta - H * e).diag(X),
-        )
-        / (2 * H)
-        for e in np.eye(theta.size)
-    ]
-    got_diag = kernel_diag_gradient_contract(kernel, X, g, max_elements=max_elements)
-    assert_allclose(got_diag, fd_diag, rtol=RTOL, atol=ATOL)
 
 
 def test_sklearn_white_kernel_alone_uses_fallback():
@@ -295,8 +248,6 @@ def test_input_errors():
         k(X, Y[:, :3])
     with pytest.raises(ValueError, match="G must have shape"):
         k.gradient_contract(X, Y, np.ones((4, 6)))
-    with pytest.raises(ValueError, match="g must have shape"):
-        k.diag_gradient_contract(X, np.ones(2))
     with pytest.raises(ValueError, match="NaN|infinity"):
         k(np.array([[np.nan, 1.0]]))
     with pytest.raises(ValueError, match="3 length scales"):

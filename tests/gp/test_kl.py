@@ -1,4 +1,4 @@
-"""Tests of skgpstruct.gp.posterior: KL terms, gradients, parameter layout."""
+"""Tests of skgpstruct.gp.kl and skgpstruct.gp.variational: KL terms, gradients, parameter layout."""
 
 import numpy as np
 import pytest
@@ -6,19 +6,11 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy.linalg import block_diag
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
-from threadpoolctl import threadpool_limits
 
 from skgpstruct.gp.kernels import LinearKernel, RBFKernel, kernel_gradient_contract
-from skgpstruct.gp.posterior import (
-    VariationalLayout,
-    VariationalParams,
-    gauss_kl,
-    init_variational_params,
-    mean_field_to_coupled,
-    mixture_entropy_bound,
-    mixture_kl,
-    transition_kl,
-)
+from skgpstruct.gp.kl import gauss_kl, mixture_entropy_bound, mixture_kl, transition_kl
+from skgpstruct.gp.variational import VariationalLayout, VariationalParams
+from skgpstruct.gp.variational import init_variational_params, mean_field_to_coupled
 
 # Central differences with step H: truncation ~H^2 |f'''| ~ 1e-10 and
 # round-off ~eps |f| / H ~ 1e-10 at these well-conditioned points (prior
@@ -26,18 +18,7 @@ from skgpstruct.gp.posterior import (
 # holds with an absolute floor of 1e-8 for entries that are ~0.
 H = 1e-5
 RTOL, ATOL = 1e-6, 1e-8
-
-
-@pytest.fixture(autouse=True)
-def _single_threaded_blas():
-    # The matrices here are tiny: threaded BLAS only adds wake-up latency,
-    # which is milliseconds per call on a loaded machine.
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
-def _fd(f, x):
-    return np.array([(f(x + H * e) - f(x - H * e)) / (2 * H) for e in np.eye(x.size)])
+FD = dict(h=H, rtol=RTOL, atol=ATOL)
 
 
 def _spd(M, seed):
@@ -132,7 +113,7 @@ def test_gauss_kl_matches_dense_formula(whiten):
 
 @pytest.mark.parametrize("whiten", [True, False])
 @pytest.mark.parametrize("single", [True, False])
-def test_gauss_kl_gradients(whiten, single):
+def test_gauss_kl_gradients(whiten, single, assert_grad_fd):
     rng = np.random.default_rng(2)
     B, M = 2, 3
     q_mu = rng.standard_normal((B, M))
@@ -142,14 +123,8 @@ def test_gauss_kl_gradients(whiten, single):
     P = None if whiten else _spd(M, 3)
     _, grad = gauss_kl(q_mu, q_sqrt, P, return_grad=True)
     assert grad["q_mu"].shape == q_mu.shape and grad["q_sqrt"].shape == q_sqrt.shape
-    assert_allclose(
-        grad["q_mu"],
-        _fd(lambda m: gauss_kl(m.reshape(q_mu.shape), q_sqrt, P), q_mu.ravel()).reshape(
-            q_mu.shape
-        ),
-        rtol=RTOL,
-        atol=ATOL,
-    )
+    assert_grad_fd(lambda m: gauss_kl(m.reshape(q_mu.shape), q_sqrt, P), q_mu.ravel(),
+                   grad["q_mu"], **FD)
     rows, cols = np.tril_indices(M)
 
     def f_sqrt(t):
@@ -157,8 +132,8 @@ def test_gauss_kl_gradients(whiten, single):
         L[..., rows, cols] = t.reshape(L.shape[:-2] + (-1,))
         return gauss_kl(q_mu, L, P)
 
-    fd = _fd(f_sqrt, q_sqrt[..., rows, cols].ravel())
-    assert_allclose(grad["q_sqrt"][..., rows, cols].ravel(), fd, rtol=RTOL, atol=ATOL)
+    assert_grad_fd(f_sqrt, q_sqrt[..., rows, cols].ravel(),
+                   grad["q_sqrt"][..., rows, cols], **FD)
     assert np.all(np.triu(grad["q_sqrt"].reshape(-1, M, M), 1) == 0)
     assert ("K" in grad) == (not whiten)
     if not whiten:
@@ -174,7 +149,7 @@ def test_gauss_kl_gradients(whiten, single):
 @pytest.mark.parametrize(
     "kernel", [LinearKernel(variance=1.3), RBFKernel(0.7, 1.2)], ids=repr
 )
-def test_kernel_hyperparameter_gradient_through_prior(kernel):
+def test_kernel_hyperparameter_gradient_through_prior(kernel, assert_grad_fd):
     # d KL / d theta = <dKL/dKzz, dKzz/dtheta>, with Kzz = k(Z, Z) + jitter I
     rng = np.random.default_rng(4)
     M, V = 4, 2
@@ -188,7 +163,7 @@ def test_kernel_hyperparameter_gradient_through_prior(kernel):
 
     _, grad = mixture_kl(q_mu, q_sqrt, K=kernel(Z) + 0.1 * np.eye(M), return_grad=True)
     got = kernel_gradient_contract(kernel, Z, None, grad["K"])
-    assert_allclose(got, _fd(kl, kernel.theta), rtol=RTOL, atol=ATOL)
+    assert_grad_fd(kl, kernel.theta, got, **FD)
 
 
 # ---------------------------------------------------------- mixture terms
@@ -292,7 +267,9 @@ def test_jensen_bound_against_monte_carlo(coupled):
 @pytest.mark.parametrize("coupled,K", list(_layout_cases()))
 @pytest.mark.parametrize("whiten", [True, False])
 @pytest.mark.parametrize("learn_weights", [True, False])
-def test_flat_gradient_matches_finite_differences(coupled, K, whiten, learn_weights):
+def test_flat_gradient_matches_finite_differences(
+    coupled, K, whiten, learn_weights, assert_grad_fd
+):
     V, M = 2, 3
     layout = VariationalLayout(K, V, M, coupled=coupled, learn_weights=learn_weights)
     _, x = _random_params(layout, seed=40 + K)
@@ -308,7 +285,7 @@ def test_flat_gradient_matches_finite_differences(coupled, K, whiten, learn_weig
     _, g_u = mixture_kl(p.q_mu, p.q_sqrt, p.weights, Kzz, return_grad=True)
     _, g_b = transition_kl(p.m_bin, p.s_bin, 2.0, return_grad=True)
     got = layout.pack_gradient(p, g_u) + layout.pack_gradient(p, g_b)
-    assert_allclose(got, _fd(objective, x), rtol=RTOL, atol=ATOL)
+    assert_grad_fd(objective, x, got, **FD)
 
 
 @pytest.mark.parametrize("K", [1, 2])
@@ -363,24 +340,16 @@ def test_coupled_reduces_to_mean_field(K, whiten):
     )
 
 
-def test_transition_kl():
+def test_transition_kl(assert_grad_fd):
     rng = np.random.default_rng(70)
     m, s = rng.standard_normal((3, 3)), rng.uniform(0.2, 2.0, (3, 3))
     expected = gauss_kl(m.ravel(), np.diag(np.sqrt(s.ravel())), 1.7 * np.eye(9))
     assert transition_kl(m, s, 1.7) == pytest.approx(expected, rel=1e-12)
     _, g = transition_kl(m, s, 1.7, return_grad=True)
-    assert_allclose(
-        g["m_bin"].ravel(),
-        _fd(lambda t: transition_kl(t.reshape(3, 3), s, 1.7), m.ravel()),
-        rtol=RTOL,
-        atol=ATOL,
-    )
-    assert_allclose(
-        g["s_bin"].ravel(),
-        _fd(lambda t: transition_kl(m, t.reshape(3, 3), 1.7), s.ravel()),
-        rtol=RTOL,
-        atol=ATOL,
-    )
+    assert_grad_fd(lambda t: transition_kl(t.reshape(3, 3), s, 1.7), m.ravel(),
+                   g["m_bin"], **FD)
+    assert_grad_fd(lambda t: transition_kl(m, t.reshape(3, 3), 1.7), s.ravel(),
+                   g["s_bin"], **FD)
     with pytest.raises(ValueError, match="s_bin must be positive"):
         transition_kl(m, -s)
     with pytest.raises(ValueError, match="prior_var"):
