@@ -145,8 +145,9 @@ class DeviceChains:
         Positive chain lengths.
     y : array-like of int of shape (n_tokens,), default=None
         Stacked labels (non-negative), used by
-        :func:`log_likelihood_grad_ragged` and :func:`rdp_loss_grad_ragged`
-        when their ``y`` is None.
+        :func:`~skgpstruct.chain.cuda.log_likelihood_grad_ragged` and
+        :func:`~skgpstruct.chain._cuda_randomized.rdp_loss_grad_ragged` when
+        their ``y`` is None.
 
     Attributes
     ----------

@@ -1,18 +1,16 @@
 """Linear-chain dynamic programmes on an NVIDIA GPU (numba.cuda).
 
 The functions mirror the ragged CPU functions of
-:mod:`skgpstruct.chain.exact` (and the randomized training pass of
-:mod:`skgpstruct.chain._rdp_batch`) with the same arguments and results, for
+:mod:`skgpstruct.chain.exact` with the same arguments and results, for
 many chains of different lengths stacked in one array:
-
-* :func:`log_partition_ragged`, :func:`marginals_ragged`,
-  :func:`log_likelihood_grad_ragged` and :func:`viterbi_ragged`, with
-  transitions ``B`` shared by all chains, shape ``(n_labels, n_labels)``, or
-  one per chain, shape ``(n_chains, n_labels, n_labels)`` (every (sequence,
-  sample) pair of a GPstruct minibatch is one chain with its own sampled
-  ``B``);
-* :func:`rdp_loss_grad_ragged`, the randomized loss and gradient used to
-  train :class:`~skgpstruct.RandomizedCRFTagger`.
+:func:`log_partition_ragged`, :func:`marginals_ragged`,
+:func:`log_likelihood_grad_ragged` and :func:`viterbi_ragged`, with
+transitions ``B`` shared by all chains, shape ``(n_labels, n_labels)``, or
+one per chain, shape ``(n_chains, n_labels, n_labels)`` (every (sequence,
+sample) pair of a GPstruct minibatch is one chain with its own sampled
+``B``). The randomized training pass on the GPU is
+:mod:`skgpstruct.chain._cuda_randomized`; code that should run on either
+device goes through :func:`skgpstruct.chain.backend.get_backend`.
 
 This module is imported only on demand (``import skgpstruct`` does not
 import numba.cuda). It needs numba's CUDA target and a GPU: ``pip install
