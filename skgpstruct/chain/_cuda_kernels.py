@@ -57,15 +57,23 @@ def kernels(dtype):
         ``marginals``, ``viterbi``, ``rdp_select``, ``rdp_fb``) and the
         device functions they call.
     """
-    from ._cuda_rdp_kernels import rdp_fb_kernel, rdp_select_kernel
+    from ._cuda_rdp_kernels import (
+        rdp_backward_steps,
+        rdp_fb_kernel,
+        rdp_forward_steps,
+        rdp_select_kernel,
+        rdp_select_parts,
+    )
 
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"CUDA kernels exist for float32 and float64, not {dtype}.")
     c = constants(dtype.type)
     c.nb = from_dtype(dtype)
-    h = block_helpers(c)
-    h.update(chain_helpers(c))
+    h = {}
+    for helpers in (block_helpers, chain_helpers, fb_steps, marginals_parts,
+                    rdp_select_parts, rdp_forward_steps, rdp_backward_steps):
+        h.update(helpers(c, h))
     out = dict(h)
     for family in (flat_kernels, fb_kernel, marginals_kernel, viterbi_kernel,
                    rdp_select_kernel, rdp_fb_kernel):
@@ -87,7 +95,7 @@ def constants(sc):
     )
 
 
-def block_helpers(c):
+def block_helpers(c, h):
     """Block reductions (every thread gets the result; power-of-two blocks)."""
     NEG, ZERO = c.NEG, c.ZERO
 
@@ -142,7 +150,7 @@ def block_helpers(c):
                 block_row_max=block_row_max)
 
 
-def chain_helpers(c):
+def chain_helpers(c, h):
     """Per-chain device functions: folded unary potentials, exact log-sum-exp
     fallbacks, a chain's rows, sub-lattice edge scores."""
     NEG, ZERO = c.NEG, c.ZERO
@@ -262,13 +270,11 @@ def flat_kernels(c, h):
     return dict(scaled_exp=scaled_exp, prep_exp=prep_exp, sum_chains=sum_chains, fill=fill)
 
 
-def fb_kernel(c, h):
-    """Forward-backward lattices and log Z: the ``fb`` kernel."""
-    nb, NEG, ZERO, TINY = c.nb, c.NEG, c.ZERO, c.TINY
-    block_reduce, block_lse_row, block_row_max = (
-        h["block_reduce"], h["block_lse_row"], h["block_row_max"])
-    unary, lse_into, lse_from, chain_rows = (
-        h["unary"], h["lse_into"], h["lse_from"], h["chain_rows"])
+def fb_steps(c, h):
+    """Device functions of ``fb``: the scaled forward and backward recursions."""
+    NEG, ZERO, TINY = c.NEG, c.ZERO, c.TINY
+    block_reduce, block_row_max = h["block_reduce"], h["block_row_max"]
+    unary, lse_into, lse_from = h["unary"], h["lse_into"], h["lse_from"]
 
     @cuda.jit(device=True)
     def forward(U, start, end, a, T, b, si, ei, B, M, bmax, fwd, vec, red):
@@ -337,6 +343,14 @@ def fb_kernel(c, h):
                     bwd[a + t, i] = out
             cuda.syncthreads()
 
+    return dict(fb_forward=forward, fb_backward=backward)
+
+
+def fb_kernel(c, h):
+    """Forward-backward lattices and log Z: the ``fb`` kernel."""
+    nb, block_lse_row, chain_rows = c.nb, h["block_lse_row"], h["chain_rows"]
+    forward, backward = h["fb_forward"], h["fb_backward"]
+
     @cuda.jit
     def fb(U, offsets, B, E, bmax, F, rmax, start, end, fwd, bwd, logz, do_bwd, stage):
         """Forward (and backward) lattices and log Z, one block per chain.
@@ -365,10 +379,10 @@ def fb_kernel(c, h):
     return dict(fb=fb)
 
 
-def marginals_kernel(c, h):
-    """Marginals or log-likelihood gradients: the ``marginals`` kernel."""
-    nb, NEG, ZERO, ONE, MARK, LOG_HUGE = c.nb, c.NEG, c.ZERO, c.ONE, c.MARK, c.LOG_HUGE
-    block_row_max, unary, chain_rows = h["block_row_max"], h["unary"], h["chain_rows"]
+def marginals_parts(c, h):
+    """Device functions of ``marginals``."""
+    NEG, ZERO, ONE, MARK, LOG_HUGE = c.NEG, c.ZERO, c.ONE, c.MARK, c.LOG_HUGE
+    block_row_max, unary = h["block_row_max"], h["unary"]
 
     @cuda.jit(device=True)
     def unary_out(U, y, a, T, fwd, bwd, lz, out_unary, want_grad):
@@ -434,6 +448,16 @@ def marginals_kernel(c, h):
             score += B[b, y[a + t - 1], y[a + t]] + unary(U, start, end, a, T, t, y[a + t],
                                                           si, ei)
         values[n] = NEG if score == NEG else score - lz
+
+    return dict(unary_out=unary_out, pair_factors=pair_factors, pair_sum=pair_sum,
+                gold_terms=gold_terms)
+
+
+def marginals_kernel(c, h):
+    """Marginals or log-likelihood gradients: the ``marginals`` kernel."""
+    nb, NEG, ZERO, chain_rows = c.nb, c.NEG, c.ZERO, h["chain_rows"]
+    unary_out, pair_factors, pair_sum, gold_terms = (
+        h["unary_out"], h["pair_factors"], h["pair_sum"], h["gold_terms"])
 
     @cuda.jit
     def marginals(U, offsets, B, E, bmax, start, end, fwd, bwd, logz, A, G, y,

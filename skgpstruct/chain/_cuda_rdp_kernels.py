@@ -14,11 +14,17 @@ import math
 
 from numba import cuda
 
-__all__ = ["rdp_select_kernel", "rdp_fb_kernel"]
+__all__ = [
+    "rdp_select_parts",
+    "rdp_select_kernel",
+    "rdp_forward_steps",
+    "rdp_backward_steps",
+    "rdp_fb_kernel",
+]
 
 
-def rdp_select_kernel(c, h):
-    """Sub-lattice slots of every token: the ``rdp_select`` kernel."""
+def rdp_select_parts(c, h):
+    """Device functions of ``rdp_select``: proposal row, deterministic states."""
     NEG, ZERO, ONE, HALF, MARK = c.NEG, c.ZERO, c.ONE, c.HALF, c.MARK
 
     @cuda.jit(device=True)
@@ -78,6 +84,14 @@ def rdp_select_kernel(c, h):
                 last = j
         return total, last
 
+    return dict(proposal_row=proposal_row, deterministic=deterministic)
+
+
+def rdp_select_kernel(c, h):
+    """Sub-lattice slots of every token: the ``rdp_select`` kernel."""
+    NEG, ZERO = c.NEG, c.ZERO
+    proposal_row, deterministic = h["proposal_row"], h["deterministic"]
+
     @cuda.jit
     def rdp_select(U, y, code, q_global, q_uniform, n_float, k1, n_sampled, uniforms,
                    log_k2, Q, idx, logw):
@@ -119,8 +133,8 @@ def rdp_select_kernel(c, h):
 def rdp_fb_kernel(c, h):
     """Forward-backward on the sub-lattices: the ``rdp_fb`` kernel."""
     nb, NEG, INF, ZERO, ONE = c.nb, c.NEG, c.INF, c.ZERO, c.ONE
-    block_lse_row = h["block_lse_row"]
-    rdp_alpha, rdp_beta_edges, rdp_lowrank_grad = rdp_step_functions(c, h)
+    block_lse_row, rdp_alpha = h["block_lse_row"], h["rdp_alpha"]
+    rdp_beta_edges, rdp_lowrank_grad = h["rdp_beta_edges"], h["rdp_lowrank_grad"]
 
     @cuda.jit(device=True)
     def gold_terms(U, a, T, y, Bd, left, right, lowrank, gB, gL, gR):
@@ -188,8 +202,8 @@ def rdp_fb_kernel(c, h):
     return dict(rdp_fb=rdp_fb)
 
 
-def rdp_step_functions(c, h):
-    """Device functions of one sub-lattice step of ``rdp_fb``."""
+def rdp_forward_steps(c, h):
+    """Device functions of ``rdp_fb``: edge scores and the forward recursion."""
     NEG, ZERO = c.NEG, c.ZERO
     edge = h["edge"]
 
@@ -229,6 +243,13 @@ def rdp_step_functions(c, h):
                         out = node + m + math.log(s)
                 alpha[a + t, l] = out
             cuda.syncthreads()
+
+    return dict(build_edges=build_edges, rdp_alpha=rdp_alpha)
+
+
+def rdp_backward_steps(c, h):
+    """Device functions of ``rdp_fb``: one backward step and its gradients."""
+    NEG, ZERO, build_edges = c.NEG, c.ZERO, h["build_edges"]
 
     @cuda.jit(device=True)
     def rdp_beta_edges(U, a, t, lz, Bd, left, right, lowrank, idx, logw, alpha, beta, Es,
@@ -283,4 +304,4 @@ def rdp_step_functions(c, h):
                     acc += Es[k * K + l] * left[idx[a + t - 1, k], d]
                 cuda.atomic.add(gR, (col, d), acc)
 
-    return rdp_alpha, rdp_beta_edges, rdp_lowrank_grad
+    return dict(rdp_beta_edges=rdp_beta_edges, rdp_lowrank_grad=rdp_lowrank_grad)
