@@ -119,24 +119,6 @@ def block_helpers(c, h):
         return out
 
     @cuda.jit(device=True)
-    def block_lse_row(red, arr, row, n):
-        """``logsumexp(arr[row, :n])`` over the block (every thread gets it)."""
-        tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-        p = NEG
-        for j in range(tid, n, nt):
-            if arr[row, j] > p:
-                p = arr[row, j]
-        m = block_reduce(red, p, True)
-        lz = NEG
-        if m != NEG:
-            s = ZERO
-            for j in range(tid, n, nt):
-                s += math.exp(arr[row, j] - m)
-            s = block_reduce(red, s, False)
-            lz = m + math.log(s)
-        return lz
-
-    @cuda.jit(device=True)
     def block_row_max(red, arr, row, n):
         """``max(arr[row, :n])`` over the block (every thread gets it)."""
         tid, nt = cuda.threadIdx.x, cuda.blockDim.x
@@ -145,6 +127,20 @@ def block_helpers(c, h):
             if arr[row, i] > p:
                 p = arr[row, i]
         return block_reduce(red, p, True)
+
+    @cuda.jit(device=True)
+    def block_lse_row(red, arr, row, n):
+        """``logsumexp(arr[row, :n])`` over the block (every thread gets it)."""
+        tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+        m = block_row_max(red, arr, row, n)
+        lz = NEG
+        if m != NEG:
+            s = ZERO
+            for j in range(tid, n, nt):
+                s += math.exp(arr[row, j] - m)
+            s = block_reduce(red, s, False)
+            lz = m + math.log(s)
+        return lz
 
     return dict(block_reduce=block_reduce, block_lse_row=block_lse_row,
                 block_row_max=block_row_max)

@@ -50,38 +50,10 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.utils import check_random_state
 
-from ._types import (
-    IndexSets,
-    LowRankTransitions,
-    RandomizedForward,
-    RandomizedGumbelSample,
-    RandomizedMarginals,
-)
-from .algorithms import (
-    randomized_entropy,
-    randomized_gumbel_sample,
-    randomized_log_partition,
-    randomized_log_partition_draws,
-    randomized_marginals,
-    topk_log_partition,
-)
-from .proposals import PROPOSALS, make_proposal, sample_index_sets
-from .training import randomized_loss_grad_ragged
+from . import _types, algorithms, proposals, training
+from ._types import *  # noqa: F401,F403  (the names of _types.__all__)
+from .algorithms import *  # noqa: F401,F403
+from .proposals import *  # noqa: F401,F403
+from .training import *  # noqa: F401,F403
 
-__all__ = [
-    "LowRankTransitions",
-    "IndexSets",
-    "RandomizedForward",
-    "RandomizedMarginals",
-    "RandomizedGumbelSample",
-    "PROPOSALS",
-    "make_proposal",
-    "sample_index_sets",
-    "randomized_log_partition",
-    "randomized_log_partition_draws",
-    "randomized_marginals",
-    "randomized_entropy",
-    "randomized_gumbel_sample",
-    "topk_log_partition",
-    "randomized_loss_grad_ragged",
-]
+__all__ = _types.__all__ + proposals.__all__ + algorithms.__all__ + training.__all__
