@@ -157,7 +157,7 @@ def exact_rows(S, T, V, repeats):
 def randomized_rows(N, K, n_seq, T, rank, repeats):
     from numba import cuda
 
-    from skgpstruct.chain import cuda as chain_cuda
+    from skgpstruct.chain import _cuda_randomized, cuda as chain_cuda
 
     rng = np.random.default_rng(K)
     n_tok = n_seq * T
@@ -191,22 +191,17 @@ def randomized_rows(N, K, n_seq, T, rank, repeats):
              "q": q_global.astype(dtype), "unif": uniforms.astype(dtype)}
         d = {k: cuda.to_device(v) for k, v in h.items()}
         chains = chain_cuda.DeviceChains(np.full(n_seq, T), y)
-        gU = cuda.to_device(np.zeros((n_tok, N), dtype))  # added to by every call
-        gL = cuda.to_device(np.zeros((N, rank), dtype))
-        gR = cuda.to_device(np.zeros((N, rank), dtype))
         dummy = cuda.to_device(np.zeros((1, 1), dtype))
 
         def on_device():
-            return chain_cuda.rdp_loss_grad_ragged(
+            return _cuda_randomized.rdp_loss_grad_ragged(
                 d["U"], chains, None, dummy, d["left"], d["right"], True, code, d["q"], k1,
-                d["unif"], None, None, None, gU, dummy, gL, gR, to_host=False)
+                d["unif"], to_host=False)
 
         def with_copies():
-            g = np.zeros((n_tok, N), dtype)
-            loss = chain_cuda.rdp_loss_grad_ragged(
-                h["U"], offsets, y, empty, h["left"], h["right"], True, code, h["q"], k1,
-                h["unif"], None, None, None, g, empty.astype(dtype),
-                np.zeros((N, rank), dtype), np.zeros((N, rank), dtype))
+            loss, g, _, _, _ = _cuda_randomized.rdp_loss_grad_ragged(
+                h["U"], np.full(n_seq, T), y, empty, h["left"], h["right"], True, code,
+                h["q"], k1, h["unif"])
             return loss, g
 
         t_dev = _gpu_time(on_device, repeats)

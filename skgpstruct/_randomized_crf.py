@@ -21,12 +21,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
-from . import chain
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs
-from ._device import resolve_device
 from ._sequences import SequenceData
 from .chain import randomized as rdp
-from .chain._rdp_batch import proposal_code, rdp_loss_grad_ragged
+from .chain.backend import get_backend
 from .chain.beam import beam_viterbi
 from .optim import make_optimizer
 
@@ -35,9 +33,6 @@ __all__ = ["RandomizedCRFTagger"]
 # Sequences per unit of parallel work. Fixed (not derived from n_jobs) so
 # that sums are taken in the same order whatever n_jobs is.
 _CHUNK_SEQUENCES = 32
-# Largest T * K^2 for which the randomized training pass keeps a sequence's
-# sub-lattice edge weights between its forward and backward sweeps (32 MB).
-_STORE_EDGES = 1 << 22
 
 
 def _active_features(X):
@@ -164,9 +159,10 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     Features that are zero in every training token get zero weights (their
     optimum under the L2 penalty) and are left out of the optimisation, so
     a large sparse vocabulary costs only the features the training data
-    uses. The randomized loss of a chunk of sequences is computed in one
-    numba pass (:mod:`skgpstruct.chain._rdp_batch`) that draws each
-    sequence's sub-lattice from its own seed, as
+    uses. The randomized loss of a chunk of sequences is
+    :func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged` (one
+    numba pass, or one GPU launch), which draws each sequence's sub-lattice
+    from its own seed, as
     :func:`~skgpstruct.chain.randomized.randomized_marginals` would with
     ``force`` set to the gold labels; the per-label bias is not penalised
     (sklearn-crfsuite has no bias).
@@ -316,8 +312,12 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     def _chunk_loss_grad(self, theta, data, seeds):
         """Negative log-likelihood (exact or randomized) of a chunk + gradient.
 
-        The weight rows of ``theta`` are the columns of ``data.X_flat``.
+        The weight rows of ``theta`` are the columns of ``data.X_flat``. The
+        randomized loss is
+        :func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged`
+        (sequence ``n`` draws its sub-lattice from ``seeds[n]``).
         """
+        backend = self.__dict__.get("_backend") or get_backend(getattr(self, "device_", "cpu"))
         W, b, trans = self._unpack(theta, data.X_flat.shape[1])
         U = np.asarray(data.X_flat @ W) + b
         if self.exact_:
@@ -325,12 +325,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                 B = trans
             else:
                 B = trans[0] @ trans[1].T
-            if self._on_cuda():
-                values, gU, gB = self._cuda().log_likelihood_grad_ragged(
-                    U, self._device_chains(data), B)
-            else:
-                values, gU, gB = chain.log_likelihood_grad_ragged(U, data.lengths, B,
-                                                                  data.y_flat)
+            values, gU, gB = backend.log_likelihood_grad_ragged(U, data.lengths, B,
+                                                                data.y_flat)
             loss = -float(values.sum())
             gU = np.negative(gU, out=gU)  # gradient of the loss
             if self.transitions == "full":
@@ -338,83 +334,19 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             else:
                 g_trans = [-(gB @ trans[1]).ravel(), -(gB.T @ trans[0]).ravel()]
         else:
-            loss, gU, g_trans = self._randomized_chunk(U, trans, data, seeds)
+            spec = trans if self.transitions == "full" else rdp.LowRankTransitions(*trans)
+            losses, gU, g = backend.randomized_loss_grad_ragged(
+                U, data.lengths, data.y_flat, spec, self._n_top_, self._n_sampled_,
+                proposal=self.proposal, seeds=seeds)
+            loss = float(losses.sum())
+            g_trans = [a.ravel() for a in ((g,) if self.transitions == "full" else g)]
         gW = np.asarray(data.X_flat.T @ gU)
         gb = gU.sum(axis=0)
         return loss, np.concatenate([gW.ravel(), gb] + g_trans)
 
-    def _randomized_chunk(self, U, trans, data, seeds):
-        """Loss on randomized sub-lattices (gold states forced) + gradient.
-
-        One jitted pass over the chunk's sequences
-        (:func:`skgpstruct.chain._rdp_batch.rdp_loss_grad_ragged`); sequence
-        ``n`` draws its uniforms from ``RandomState(seeds[n])``, so the
-        result equals calling ``randomized_marginals(U_n, B, n_top,
-        n_sampled, proposal=..., random_state=seeds[n], force=y_n)`` per
-        sequence, whatever the chunking.
-
-        Returns
-        -------
-        loss : float
-        grad_U : ndarray of shape (n_tokens, n_classes)
-            Gradient of the loss with respect to the unary potentials.
-        grad_trans : list of ndarray
-            Flattened gradients of the transition parameters.
-        """
-        V = U.shape[1]
-        full = self.transitions == "full"
-        empty = np.zeros((0, 0))
-        if full:
-            B, left, right = np.ascontiguousarray(trans), empty, empty
-            spec = B
-        else:
-            B = empty
-            left, right = (np.ascontiguousarray(a) for a in trans)
-            spec = rdp.LowRankTransitions(left, right)
-        code = proposal_code(self.proposal)
-        if code >= 2:
-            q_global = rdp.make_proposal(np.zeros((1, V)), spec, "global")[0]
-        else:
-            q_global = np.zeros(V)
-        k1, k2 = max(self._n_top_, 1), self._n_sampled_
-        if k1 + k2 >= V:  # guarded by exact_; the kernel needs sampled states < N
-            raise RuntimeError("the randomized path needs n_top + n_sampled < n_classes")
-        uniforms = np.empty((data.n_tokens, k2))
-        for n in range(data.n_sequences):
-            s, e = data.offsets[n], data.offsets[n + 1]
-            uniforms[s:e] = np.random.RandomState(int(seeds[n])).random_sample((e - s, k2))
-        expB, shift_B = empty, 0.0
-        if full:
-            finite = np.isfinite(B)
-            if finite.any():
-                shift_B = float(B[finite].max())
-                expB = np.exp(B - shift_B)
-            else:
-                expB = np.zeros_like(B)
-        gU = np.zeros_like(U)
-        gB = np.zeros((V, V)) if full else empty
-        gL = empty if full else np.zeros_like(left)
-        gR = empty if full else np.zeros_like(right)
-        if self._on_cuda():
-            loss_grad, offsets, y = (self._cuda().rdp_loss_grad_ragged,
-                                     self._device_chains(data), None)
-        else:
-            loss_grad, offsets, y = rdp_loss_grad_ragged, data.offsets, data.y_flat
-        losses = loss_grad(
-            np.ascontiguousarray(U), offsets, y, B, left, right,
-            not full, code, q_global, k1, uniforms, expB, shift_B, _STORE_EDGES,
-            gU, gB, gL, gR)
-        if not np.all(np.isfinite(losses)):
-            raise ValueError(
-                "log Z-hat is -inf on a training sub-lattice (potentials at -inf "
-                "or overflow): the randomized loss is undefined."
-            )
-        g_trans = [gB.ravel()] if full else [gL.ravel(), gR.ravel()]
-        return float(losses.sum()), gU, g_trans
-
     def _loss_grad(self, theta, data, seq_idx, seeds, parallel):
         """Summed loss and gradient over ``seq_idx`` (chunks in fixed order)."""
-        if self._on_cuda():  # the GPU wants all the sequences at once
+        if getattr(self, "device_", "cpu") == "cuda":  # the GPU wants all at once
             return self._chunk_loss_grad(theta, data.subset(seq_idx), seeds)
         chunks = [seq_idx[i : i + _CHUNK_SEQUENCES]
                   for i in range(0, len(seq_idx), _CHUNK_SEQUENCES)]
@@ -430,36 +362,19 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             grad += g
         return loss, grad
 
-    @staticmethod
-    def _cuda():
-        from .chain import cuda as chain_cuda  # lazy: imports numba.cuda
-
-        return chain_cuda
-
-    def _device_chains(self, data):
-        """Lengths and labels of ``data`` on the GPU, uploaded once per
-        training set (L-BFGS evaluates the same ``data`` every iteration)."""
-        cached = getattr(self, "_device_cache", None)
-        if cached is None or cached[0] is not data:
-            cached = (data, self._cuda().DeviceChains(data.lengths, data.y_flat))
-            self._device_cache = cached
-        return cached[1]
-
     @contextlib.contextmanager
-    def _device_scope(self):
-        """Drop the device arrays of :meth:`_device_chains` when fit ends."""
-        try:
-            yield
-        finally:
-            self.__dict__.pop("_device_cache", None)
+    def _fit_backend(self):
+        """Hold the backend of ``device_`` (and its device caches) during fit."""
+        with get_backend(self.device_) as backend:
+            self._backend = backend
+            try:
+                yield backend
+            finally:
+                del self._backend
 
-    def _on_cuda(self):
-        """Whether training runs on the GPU (``device_`` set by fit)."""
-        return getattr(self, "device_", "cpu") == "cuda"
-
-    def _use_cuda(self):
-        """Whether prediction runs on the GPU (fitted on it, still usable)."""
-        return self._on_cuda() and resolve_device("auto") == "cuda"
+    def _predict_backend(self):
+        """The GPU if fitted on it and still usable, else the CPU."""
+        return get_backend("auto" if getattr(self, "device_", "cpu") == "cuda" else "cpu")
 
     # ------------------------------------------------------------------ fit
     def _check_params(self, n_classes):
@@ -508,7 +423,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         # calls inside are small, and multi-threaded BLAS on them only
         # oversubscribes the cores (as sklearn's KMeans, limit it to 1).
         with threadpool_limits(limits=1, user_api="blas"), \
-                self._parallel() as parallel, self._device_scope():
+                self._parallel() as parallel, self._fit_backend():
 
             def loss_grad(theta, seq_idx, seeds, parallel):
                 return self._loss_grad(theta, data, seq_idx, seeds, parallel)
@@ -585,8 +500,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         data = self._check_X(X)
         U = self._unary(data)
         if self.beam_size is None:
-            viterbi = self._cuda().viterbi_ragged if self._use_cuda() else chain.viterbi_ragged
-            paths, _ = viterbi(U, data.lengths, self._dense_transitions())
+            backend = self._predict_backend()
+            paths, _ = backend.viterbi_ragged(U, data.lengths, self._dense_transitions())
             parts = data.split(paths)
         else:
             spec = self._transition_spec()
@@ -612,19 +527,15 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         """
         data = self._check_X(X)
         U = self._unary(data)
-        out = []
         if self.beam_size is None:
-            B = self._dense_transitions()
-            if self._use_cuda():
-                unary, _ = self._cuda().marginals_ragged(U, data.lengths, B)
-                return data.split(unary)
-            for u in data.split(U):
-                out.append(chain.marginals(u, B)[0])
-        else:
-            spec = self._transition_spec()
-            if isinstance(spec, tuple):
-                spec = rdp.LowRankTransitions(*spec)
-            for u in data.split(U):
-                k = min(self.beam_size, u.shape[1])
-                out.append(rdp.randomized_marginals(u, spec, k, 0, proposal="local").unary)
+            backend = self._predict_backend()
+            unary, _ = backend.marginals_ragged(U, data.lengths, self._dense_transitions())
+            return data.split(unary)
+        spec = self._transition_spec()
+        if isinstance(spec, tuple):
+            spec = rdp.LowRankTransitions(*spec)
+        out = []
+        for u in data.split(U):
+            k = min(self.beam_size, u.shape[1])
+            out.append(rdp.randomized_marginals(u, spec, k, 0, proposal="local").unary)
         return out

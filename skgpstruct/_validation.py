@@ -18,7 +18,6 @@ __all__ = [
     "check_y_sequences",
     "check_sequences",
     "stack_sequences",
-    "split_by_lengths",
 ]
 
 
@@ -220,27 +219,3 @@ def stack_sequences(X):
         X_flat = np.concatenate(X, axis=0)
     return X_flat, lengths
 
-
-def split_by_lengths(A, lengths):
-    """Split a token-level array back into sequences.
-
-    Parameters
-    ----------
-    A : ndarray or sparse matrix of shape (n_tokens, ...)
-    lengths : array-like of int of shape (n_sequences,)
-
-    Returns
-    -------
-    parts : list of ndarray or sparse matrix
-        ``parts[n]`` has ``lengths[n]`` rows.
-    """
-    lengths = np.asarray(lengths)
-    if lengths.ndim != 1 or not all(isinstance(int(v), Integral) for v in lengths):
-        raise ValueError("lengths must be a 1-D array of integers.")
-    if lengths.sum() != A.shape[0]:
-        raise ValueError(
-            f"lengths sum to {lengths.sum()} but A has {A.shape[0]} rows."
-        )
-    ends = np.cumsum(lengths)
-    starts = ends - lengths
-    return [A[s:e] for s, e in zip(starts, ends)]

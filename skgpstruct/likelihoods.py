@@ -17,6 +17,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from . import chain
+from .chain.backend import get_backend
 
 __all__ = [
     "Likelihood",
@@ -171,12 +172,13 @@ class CRFLikelihood(Likelihood):
 
     Parameters
     ----------
-    device : {"cpu", "cuda"}, default="cpu"
+    device : {"cpu", "cuda", "auto"}, default="cpu"
         Where the batched calls (:meth:`log_prob_many`,
-        :meth:`log_prob_grad_many`, the ones GPStructTagger makes) run:
-        ``"cuda"`` uses :mod:`skgpstruct.chain.cuda`, one GPU launch for all
-        samples of all sequences of a call. Single-sequence calls stay on
-        the CPU.
+        :meth:`log_prob_grad_many`, the ones GPStructTagger makes) run,
+        chosen by :func:`skgpstruct.chain.backend.get_backend`: ``"cuda"``
+        is one GPU launch for all samples of all sequences of a call (a
+        RuntimeError without a usable GPU), ``"auto"`` the GPU when one is
+        usable. Single-sequence calls stay on the CPU.
 
     Examples
     --------
@@ -207,13 +209,8 @@ class CRFLikelihood(Likelihood):
         return F.reshape(G * S * T, V), lengths, B.reshape(G * S, V, V), y
 
     def _ragged_grad(self, F, B, Y):
-        if self.device == "cuda":
-            from .chain import cuda
-
-            return cuda.log_likelihood_grad_ragged(*self._ragged(F, B, Y))
-        if self.device != "cpu":
-            raise ValueError(f"device must be 'cpu' or 'cuda', got {self.device!r}.")
-        return chain.log_likelihood_grad_ragged(*self._ragged(F, B, Y))
+        U, lengths, B, y = self._ragged(F, B, Y)
+        return get_backend(self.device).log_likelihood_grad_ragged(U, lengths, B, y)
 
     def _log_prob_many(self, F, B, Y):
         return self._ragged_grad(F, B, Y)[0].reshape(F.shape[:2])

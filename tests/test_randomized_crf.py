@@ -140,15 +140,15 @@ def test_batched_randomized_loss_recomputed_edges_and_log_space_fallback(
     # (b) potentials spanning ~2000 nats, which underflow the scaled
     #     linear-space pass and must send the sequence to the log-space
     #     kernels (else the loss would be wrong or NaN).
-    from skgpstruct import _randomized_crf
     from skgpstruct.chain._rdp_batch import _scaled_pass
+    from skgpstruct.chain.randomized import _pass
 
     _, _, data, est, theta, rng = _objective_case(
         5, dict(n_sequences=5, n_classes=8, n_features=4, length=(2, 6), random_state=4),
         transitions, counts=(2, 3))
     seeds = rng.integers(0, 2**31 - 1, size=5)
     ref = _per_sequence_reference(est, theta, data, seeds)
-    monkeypatch.setattr(_randomized_crf, "_STORE_EDGES", 0)
+    monkeypatch.setattr(_pass, "_STORE_EDGES", 0)
     loss, grad = est._chunk_loss_grad(theta, data, seeds)
     assert loss == pytest.approx(ref[0], rel=1e-12)
     np.testing.assert_allclose(grad, ref[1], rtol=1e-10, atol=1e-12)

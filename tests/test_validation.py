@@ -5,7 +5,6 @@ import scipy.sparse as sp
 from skgpstruct._validation import (
     check_sequences,
     check_X_sequences,
-    split_by_lengths,
     stack_sequences,
 )
 
@@ -56,15 +55,11 @@ def test_dense_required():
         check_X_sequences([sp.csr_matrix((2, 3))], accept_sparse=False)
 
 
-def test_stack_and_split_roundtrip():
+def test_stack_sequences():
     rng = np.random.default_rng(0)
     X = [rng.normal(size=(t, 3)) for t in (1, 4, 2)]
     flat, lengths = stack_sequences(X)
     assert flat.shape == (7, 3) and list(lengths) == [1, 4, 2]
-    back = split_by_lengths(flat, lengths)
-    for a, b in zip(X, back):
-        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(flat, np.concatenate(X))
     flat_sp, _ = stack_sequences([sp.csr_matrix(x) for x in X])
     np.testing.assert_array_equal(flat_sp.toarray(), flat)
-    with pytest.raises(ValueError, match="sum to"):
-        split_by_lengths(flat, [1, 1])

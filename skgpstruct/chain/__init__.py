@@ -8,59 +8,10 @@ position. Batched forms take ``U`` of shape ``(S, T, V)`` with ``B`` of shape
 ``(V, V)`` (shared) or ``(S, V, V)``.
 """
 
-from .exact import (
-    backward_log,
-    forward_log,
-    log_likelihood,
-    log_likelihood_grad,
-    log_likelihood_grad_ragged,
-    log_partition,
-    marginals,
-    marginals_ragged,
-    viterbi,
-    viterbi_ragged,
-)
-from .pseudo import pseudo_log_likelihood, pseudo_log_likelihood_grad
-from .randomized import (
-    IndexSets,
-    LowRankTransitions,
-    RandomizedForward,
-    RandomizedGumbelSample,
-    RandomizedMarginals,
-    make_proposal,
-    randomized_entropy,
-    randomized_gumbel_sample,
-    randomized_log_partition,
-    randomized_log_partition_draws,
-    randomized_marginals,
-    sample_index_sets,
-    topk_log_partition,
-)
+from . import exact, pseudo, randomized
+from .backend import get_backend
+from .exact import *  # noqa: F401,F403  (the names of exact.__all__)
+from .pseudo import *  # noqa: F401,F403
+from .randomized import *  # noqa: F401,F403
 
-__all__ = [
-    "forward_log",
-    "backward_log",
-    "log_partition",
-    "log_likelihood",
-    "log_likelihood_grad",
-    "marginals",
-    "viterbi",
-    "log_likelihood_grad_ragged",
-    "viterbi_ragged",
-    "marginals_ragged",
-    "pseudo_log_likelihood",
-    "pseudo_log_likelihood_grad",
-    "LowRankTransitions",
-    "IndexSets",
-    "RandomizedForward",
-    "RandomizedMarginals",
-    "RandomizedGumbelSample",
-    "make_proposal",
-    "sample_index_sets",
-    "randomized_log_partition",
-    "randomized_log_partition_draws",
-    "randomized_marginals",
-    "randomized_entropy",
-    "randomized_gumbel_sample",
-    "topk_log_partition",
-]
+__all__ = exact.__all__ + pseudo.__all__ + randomized.__all__ + ["get_backend"]

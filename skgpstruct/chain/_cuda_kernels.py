@@ -53,58 +53,65 @@ def kernels(dtype):
     Returns
     -------
     namespace : types.SimpleNamespace
-        The kernels (``prep_exp``, ``fb``, ``marginals``, ``sum_chains``,
-        ``viterbi``, ``rdp_select``, ``rdp_fb``) and the device functions
-        they call.
+        The kernels (``prep_exp``, ``sum_chains``, ``fill``, ``fb``,
+        ``marginals``, ``viterbi``, ``rdp_select``, ``rdp_fb``) and the
+        device functions they call.
     """
+    from ._cuda_rdp_kernels import (
+        rdp_backward_steps,
+        rdp_fb_kernel,
+        rdp_forward_steps,
+        rdp_select_kernel,
+        rdp_select_parts,
+    )
+
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"CUDA kernels exist for float32 and float64, not {dtype}.")
-    return _build(from_dtype(dtype), dtype.type)
+    c = constants(dtype.type)
+    c.nb = from_dtype(dtype)
+    h = {}
+    for helpers in (block_helpers, chain_helpers, fb_steps, marginals_parts,
+                    rdp_select_parts, rdp_forward_steps, rdp_backward_steps):
+        h.update(helpers(c, h))
+    out = dict(h)
+    for family in (flat_kernels, fb_kernel, marginals_kernel, viterbi_kernel,
+                   rdp_select_kernel, rdp_fb_kernel):
+        out.update(family(c, h))
+    return SimpleNamespace(**out)
 
 
-def _build(nb, sc):
-    # Constants of the kernel's type (numba freezes closure values as typed
-    # constants; a bare 0.0 literal would be float64).
-    NEG = sc(-np.inf)
-    INF = sc(np.inf)
-    ZERO = sc(0.0)
-    ONE = sc(1.0)
-    HALF = sc(0.5)
-    MARK = sc(-1.0)  # proposals are >= 0: marks selected states / big terms
+def constants(sc):
+    """Constants of the kernels' type ``sc`` (numba freezes closure values as
+    typed constants; a bare 0.0 literal would be float64)."""
     f64 = sc is np.float64
-    # Scaled sums below TINY may have lost terms to underflow (see
-    # _exact_kernels._TINY); exponents above LOG_HUGE would overflow.
-    TINY = sc(1e-280 if f64 else 1e-30)
-    LOG_HUGE = sc(math.log(1e300) if f64 else 80.0)
+    return SimpleNamespace(
+        NEG=sc(-np.inf), INF=sc(np.inf), ZERO=sc(0.0), ONE=sc(1.0), HALF=sc(0.5),
+        MARK=sc(-1.0),  # proposals are >= 0: marks selected states / big terms
+        # Scaled sums below TINY may have lost terms to underflow (see
+        # _exact_kernels._TINY); exponents above LOG_HUGE would overflow.
+        TINY=sc(1e-280 if f64 else 1e-30),
+        LOG_HUGE=sc(math.log(1e300) if f64 else 80.0),
+    )
 
-    # ------------------------------------------------------ device helpers
-    @cuda.jit(device=True)
-    def block_max(red, v):
-        """Maximum of ``v`` over the block (every thread gets it)."""
-        tid = cuda.threadIdx.x
-        red[tid] = v
-        cuda.syncthreads()
-        s = cuda.blockDim.x // 2
-        while s > 0:
-            if tid < s and red[tid + s] > red[tid]:
-                red[tid] = red[tid + s]
-            cuda.syncthreads()
-            s //= 2
-        out = red[0]
-        cuda.syncthreads()
-        return out
+
+def block_helpers(c, h):
+    """Block reductions (every thread gets the result; power-of-two blocks)."""
+    NEG, ZERO = c.NEG, c.ZERO
 
     @cuda.jit(device=True)
-    def block_sum(red, v):
-        """Sum of ``v`` over the block (every thread gets it)."""
+    def block_reduce(red, v, take_max):
+        """Maximum (``take_max``) or sum of ``v`` over the block."""
         tid = cuda.threadIdx.x
         red[tid] = v
         cuda.syncthreads()
         s = cuda.blockDim.x // 2
         while s > 0:
             if tid < s:
-                red[tid] = red[tid] + red[tid + s]
+                if not take_max:
+                    red[tid] = red[tid] + red[tid + s]
+                elif red[tid + s] > red[tid]:
+                    red[tid] = red[tid + s]
             cuda.syncthreads()
             s //= 2
         out = red[0]
@@ -112,22 +119,37 @@ def _build(nb, sc):
         return out
 
     @cuda.jit(device=True)
+    def block_row_max(red, arr, row, n):
+        """``max(arr[row, :n])`` over the block (every thread gets it)."""
+        tid, nt = cuda.threadIdx.x, cuda.blockDim.x
+        p = NEG
+        for i in range(tid, n, nt):
+            if arr[row, i] > p:
+                p = arr[row, i]
+        return block_reduce(red, p, True)
+
+    @cuda.jit(device=True)
     def block_lse_row(red, arr, row, n):
         """``logsumexp(arr[row, :n])`` over the block (every thread gets it)."""
         tid, nt = cuda.threadIdx.x, cuda.blockDim.x
-        p = NEG
-        for j in range(tid, n, nt):
-            if arr[row, j] > p:
-                p = arr[row, j]
-        m = block_max(red, p)
+        m = block_row_max(red, arr, row, n)
         lz = NEG
         if m != NEG:
             s = ZERO
             for j in range(tid, n, nt):
                 s += math.exp(arr[row, j] - m)
-            s = block_sum(red, s)
+            s = block_reduce(red, s, False)
             lz = m + math.log(s)
         return lz
+
+    return dict(block_reduce=block_reduce, block_lse_row=block_lse_row,
+                block_row_max=block_row_max)
+
+
+def chain_helpers(c, h):
+    """Per-chain device functions: folded unary potentials, exact log-sum-exp
+    fallbacks, a chain's rows, sub-lattice edge scores."""
+    NEG, ZERO = c.NEG, c.ZERO
 
     @cuda.jit(device=True)
     def unary(U, start, end, a, T, t, j, si, ei):
@@ -188,7 +210,28 @@ def _build(nb, sc):
             return s
         return Bd[i, j]
 
-    # ------------------------------------------------------------ kernels
+    return dict(unary=unary, lse_into=lse_into, lse_from=lse_from, chain_rows=chain_rows,
+                edge=edge)
+
+
+def flat_kernels(c, h):
+    """One-thread-per-item kernels: ``prep_exp``, ``sum_chains``, ``fill``."""
+    NEG, ZERO = c.NEG, c.ZERO
+
+    @cuda.jit(device=True)
+    def scaled_exp(B, b, j, V, out, rows):
+        """Max of column j (of row j when ``rows``) of B[b], and ``exp(B -
+        max)`` of it into ``out[b, k * V + j]`` (``_scaled_exp``)."""
+        m = NEG
+        for k in range(V):
+            x = B[b, j, k] if rows else B[b, k, j]
+            if x > m:
+                m = x
+        for k in range(V):
+            x = B[b, j, k] if rows else B[b, k, j]
+            out[b, k * V + j] = ZERO if m == NEG else math.exp(x - m)
+        return m
+
     @cuda.jit
     def prep_exp(B, E, bmax, F, rmax):
         """Per transition matrix b and label j (one thread each):
@@ -196,55 +239,48 @@ def _build(nb, sc):
         bmax[b, j])``; ``rmax[b, j]`` = row max, ``F[b, k * V + j] =
         exp(B[b, j, k] - rmax[b, j])`` (``_scaled_exp`` of B and of B.T)."""
         g = cuda.grid(1)
-        nB = B.shape[0]
         V = B.shape[1]
-        if g < nB * V:
+        if g < B.shape[0] * V:
             b = g // V
             j = g % V
-            m = NEG
-            for i in range(V):
-                if B[b, i, j] > m:
-                    m = B[b, i, j]
-            bmax[b, j] = m
-            for i in range(V):
-                E[b, i * V + j] = ZERO if m == NEG else math.exp(B[b, i, j] - m)
-            m = NEG
-            for k in range(V):
-                if B[b, j, k] > m:
-                    m = B[b, j, k]
-            rmax[b, j] = m
-            for k in range(V):
-                F[b, k * V + j] = ZERO if m == NEG else math.exp(B[b, j, k] - m)
+            bmax[b, j] = scaled_exp(B, b, j, V, E, False)
+            rmax[b, j] = scaled_exp(B, b, j, V, F, True)
 
     @cuda.jit
-    def fb(U, offsets, B, E, bmax, F, rmax, start, end, fwd, bwd, logz, do_bwd, stage):
-        """Forward (and backward) lattices and log Z, one block per chain.
+    def sum_chains(P, out):
+        """out[k] = sum_n P[n, k], in the order of n (one thread per k)."""
+        k = cuda.grid(1)
+        if k < out.shape[0]:
+            acc = ZERO
+            for n in range(P.shape[0]):
+                acc += P[n, k]
+            out[k] = acc
 
-        Shared memory: ``V`` (label vector) + ``blockDim`` (reductions)
-        [+ ``V * V`` when ``stage``: E, then F, copied from global memory].
-        """
-        n = cuda.blockIdx.x
-        tid = cuda.threadIdx.x
-        nt = cuda.blockDim.x
-        V = U.shape[1]
-        a, T, b, si, ei = chain_rows(n, offsets, B, start, end)
-        sm = cuda.shared.array(0, dtype=nb)
-        vec = sm[:V]
-        red = sm[V : V + nt]
-        Es = sm[V + nt : V + nt + V * V]
-        if stage:
-            for k in range(tid, V * V, nt):
-                Es[k] = E[b, k]
-        M = Es if stage else E[b]
+    @cuda.jit
+    def fill(x, value):
+        """x[i] = value (one thread per item of the 1-D ``x``)."""
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            x[i] = value
+
+    return dict(scaled_exp=scaled_exp, prep_exp=prep_exp, sum_chains=sum_chains, fill=fill)
+
+
+def fb_steps(c, h):
+    """Device functions of ``fb``: the scaled forward and backward recursions."""
+    NEG, ZERO, TINY = c.NEG, c.ZERO, c.TINY
+    block_reduce, block_row_max = h["block_reduce"], h["block_row_max"]
+    unary, lse_into, lse_from = h["unary"], h["lse_into"], h["lse_from"]
+
+    @cuda.jit(device=True)
+    def forward(U, start, end, a, T, b, si, ei, B, M, bmax, fwd, vec, red):
+        """Scaled forward recursion (``_forward_core``), ``M = exp(B - bmax)``."""
+        tid, nt, V = cuda.threadIdx.x, cuda.blockDim.x, U.shape[1]
         for j in range(tid, V, nt):
             fwd[a, j] = unary(U, start, end, a, T, 0, j, si, ei)
         cuda.syncthreads()
         for t in range(1, T):
-            p = NEG
-            for i in range(tid, V, nt):
-                if fwd[a + t - 1, i] > p:
-                    p = fwd[a + t - 1, i]
-            m = block_max(red, p)
+            m = block_row_max(red, fwd, a + t - 1, V)
             if m == NEG:
                 for j in range(tid, V, nt):
                     fwd[a + t, j] = NEG
@@ -266,46 +302,158 @@ def _build(nb, sc):
                         out = u + lse_into(fwd, a + t - 1, B, b, j, V)
                     fwd[a + t, j] = out
             cuda.syncthreads()
-        # log Z = logsumexp of the last row
-        lz = block_lse_row(red, fwd, a + T - 1, V)
+
+    @cuda.jit(device=True)
+    def backward(U, start, end, a, T, b, si, ei, B, MF, rmax, bwd, vec, red):
+        """Scaled backward recursion (``_backward_core``), ``MF`` = F."""
+        tid, nt, V = cuda.threadIdx.x, cuda.blockDim.x, U.shape[1]
+        for j in range(tid, V, nt):
+            bwd[a + T - 1, j] = ZERO
+        cuda.syncthreads()
+        for t in range(T - 2, -1, -1):
+            p = NEG
+            for j in range(tid, V, nt):
+                x = unary(U, start, end, a, T, t + 1, j, si, ei) + bwd[a + t + 1, j]
+                if x > p:
+                    p = x
+            m = block_reduce(red, p, True)
+            if m == NEG:
+                for i in range(tid, V, nt):
+                    bwd[a + t, i] = NEG
+            else:
+                for j in range(tid, V, nt):
+                    x = unary(U, start, end, a, T, t + 1, j, si, ei) + bwd[a + t + 1, j]
+                    vec[j] = math.exp(x - m)
+                cuda.syncthreads()
+                for i in range(tid, V, nt):
+                    acc = ZERO
+                    for j in range(V):
+                        acc += vec[j] * MF[j * V + i]
+                    rm = rmax[b, i]
+                    if rm == NEG:
+                        out = NEG
+                    elif acc > TINY:
+                        out = rm + m + math.log(acc)
+                    else:
+                        out = lse_from(U, start, end, bwd, a, T, t, B, b, i, V, si, ei)
+                    bwd[a + t, i] = out
+            cuda.syncthreads()
+
+    return dict(fb_forward=forward, fb_backward=backward)
+
+
+def fb_kernel(c, h):
+    """Forward-backward lattices and log Z: the ``fb`` kernel."""
+    nb, block_lse_row, chain_rows = c.nb, h["block_lse_row"], h["chain_rows"]
+    forward, backward = h["fb_forward"], h["fb_backward"]
+
+    @cuda.jit
+    def fb(U, offsets, B, E, bmax, F, rmax, start, end, fwd, bwd, logz, do_bwd, stage):
+        """Forward (and backward) lattices and log Z, one block per chain.
+
+        Shared memory: ``V`` (label vector) + ``blockDim`` (reductions)
+        [+ ``V * V`` when ``stage``: E, then F, copied from global memory].
+        """
+        n, tid, nt, V = cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x, U.shape[1]
+        a, T, b, si, ei = chain_rows(n, offsets, B, start, end)
+        sm = cuda.shared.array(0, dtype=nb)
+        vec, red, Es = sm[:V], sm[V : V + nt], sm[V + nt : V + nt + V * V]
+        if stage:
+            for k in range(tid, V * V, nt):
+                Es[k] = E[b, k]
+        forward(U, start, end, a, T, b, si, ei, B, Es if stage else E[b], bmax, fwd, vec, red)
+        lz = block_lse_row(red, fwd, a + T - 1, V)  # log Z = logsumexp of the last row
         if tid == 0:
             logz[n] = lz
         if do_bwd:
             if stage:
                 for k in range(tid, V * V, nt):
                     Es[k] = F[b, k]
-            MF = Es if stage else F[b]
+            backward(U, start, end, a, T, b, si, ei, B, Es if stage else F[b], rmax, bwd,
+                     vec, red)
+
+    return dict(fb=fb)
+
+
+def marginals_parts(c, h):
+    """Device functions of ``marginals``."""
+    NEG, ZERO, ONE, MARK, LOG_HUGE = c.NEG, c.ZERO, c.ONE, c.MARK, c.LOG_HUGE
+    block_row_max, unary = h["block_row_max"], h["unary"]
+
+    @cuda.jit(device=True)
+    def unary_out(U, y, a, T, fwd, bwd, lz, out_unary, want_grad):
+        """Unary marginals (``onehot(y) -`` them when ``want_grad``); 0 when
+        ``lz = -inf`` (every path forbidden)."""
+        tid, nt, V = cuda.threadIdx.x, cuda.blockDim.x, U.shape[1]
+        for k in range(tid, T * V, nt):
+            t = k // V
+            j = k % V
+            u = ZERO if lz == NEG else math.exp(fwd[a + t, j] + bwd[a + t, j] - lz)
+            if want_grad:
+                g = -u
+                if y[a + t] == j:
+                    g += ONE
+                out_unary[a + t, j] = g
+            else:
+                out_unary[a + t, j] = u
+
+    @cuda.jit(device=True)
+    def pair_factors(U, start, end, a, T, b, si, ei, bmax, fwd, bwd, lz, A, G, red):
+        """``A = exp(fwd - m_t)`` and ``G = exp(m_t + bmax + Uf + bwd - log Z)``
+        (MARK where G would overflow), as ``_marginals_core``."""
+        tid, nt, V = cuda.threadIdx.x, cuda.blockDim.x, U.shape[1]
+        for t in range(1, T):
+            m = block_row_max(red, fwd, a + t - 1, V)
+            for i in range(tid, V, nt):
+                A[a + t - 1, i] = ZERO if m == NEG else math.exp(fwd[a + t - 1, i] - m)
             for j in range(tid, V, nt):
-                bwd[a + T - 1, j] = ZERO
-            cuda.syncthreads()
-            for t in range(T - 2, -1, -1):
-                p = NEG
-                for j in range(tid, V, nt):
-                    x = unary(U, start, end, a, T, t + 1, j, si, ei) + bwd[a + t + 1, j]
-                    if x > p:
-                        p = x
-                m = block_max(red, p)
-                if m == NEG:
-                    for i in range(tid, V, nt):
-                        bwd[a + t, i] = NEG
-                else:
-                    for j in range(tid, V, nt):
-                        x = unary(U, start, end, a, T, t + 1, j, si, ei) + bwd[a + t + 1, j]
-                        vec[j] = math.exp(x - m)
-                    cuda.syncthreads()
-                    for i in range(tid, V, nt):
-                        acc = ZERO
-                        for j in range(V):
-                            acc += vec[j] * MF[j * V + i]
-                        rm = rmax[b, i]
-                        if rm == NEG:
-                            out = NEG
-                        elif acc > TINY:
-                            out = rm + m + math.log(acc)
-                        else:
-                            out = lse_from(U, start, end, bwd, a, T, t, B, b, i, V, si, ei)
-                        bwd[a + t, i] = out
-                cuda.syncthreads()
+                cc = unary(U, start, end, a, T, t, j, si, ei) + bwd[a + t, j]
+                bm = bmax[b, j]
+                g = ZERO
+                if m != NEG and cc != NEG and bm != NEG:
+                    x = m + bm + cc - lz
+                    g = math.exp(x) if x < LOG_HUGE else MARK
+                G[a + t, j] = g
+
+    @cuda.jit(device=True)
+    def pair_sum(U, start, end, a, T, b, si, ei, B, E, fwd, bwd, lz, A, G, k):
+        """Chain's ``sum_t p(y_{t-1} = i, y_t = j)`` for ``k = i * V + j``."""
+        V = U.shape[1]
+        i = k // V
+        j = k % V
+        acc = ZERO
+        acc2 = ZERO
+        for t in range(1, T):
+            g = G[a + t, j]
+            if g >= ZERO:
+                acc += A[a + t - 1, i] * g
+            elif fwd[a + t - 1, i] != NEG:
+                cc = unary(U, start, end, a, T, t, j, si, ei) + bwd[a + t, j]
+                acc2 += math.exp(fwd[a + t - 1, i] + B[b, i, j] + cc - lz)
+        return E[b, k] * acc + acc2
+
+    @cuda.jit(device=True)
+    def gold_terms(U, start, end, a, T, b, si, ei, B, y, n, lz, pair, values):
+        """Pair counts of y added into ``pair[n]``; ``values[n] = log p(y)``."""
+        V = U.shape[1]
+        for t in range(1, T):
+            k = y[a + t - 1] * V + y[a + t]
+            pair[n, k] = pair[n, k] + ONE
+        score = unary(U, start, end, a, T, 0, y[a], si, ei)
+        for t in range(1, T):
+            score += B[b, y[a + t - 1], y[a + t]] + unary(U, start, end, a, T, t, y[a + t],
+                                                          si, ei)
+        values[n] = NEG if score == NEG else score - lz
+
+    return dict(unary_out=unary_out, pair_factors=pair_factors, pair_sum=pair_sum,
+                gold_terms=gold_terms)
+
+
+def marginals_kernel(c, h):
+    """Marginals or log-likelihood gradients: the ``marginals`` kernel."""
+    nb, NEG, ZERO, chain_rows = c.nb, c.NEG, c.ZERO, h["chain_rows"]
+    unary_out, pair_factors, pair_sum, gold_terms = (
+        h["unary_out"], h["pair_factors"], h["pair_sum"], h["gold_terms"])
 
     @cuda.jit
     def marginals(U, offsets, B, E, bmax, start, end, fwd, bwd, logz, A, G, y,
@@ -315,97 +463,48 @@ def _build(nb, sc):
 
         ``pair[n, i * V + j]`` is chain n's ``sum_t p(y_{t-1} = i, y_t = j)``
         (``pair counts of y - that`` when ``want_grad``), computed as
-        ``E[i, j] * sum_t A[t - 1, i] G[t, j]`` with ``A = exp(fwd - m_t)``
-        and ``G = exp(m_t + bmax + Uf + bwd - log Z)`` stored in the scratch
-        arrays ``A``, ``G``; where G would overflow it is marked and the term
+        ``E[i, j] * sum_t A[t - 1, i] G[t, j]`` from the scratch arrays
+        ``A``, ``G`` (:func:`pair_factors`); where G would overflow the term
         is computed exactly, as in ``_marginals_core``. Shared memory:
         ``blockDim`` (reductions).
         """
-        n = cuda.blockIdx.x
-        tid = cuda.threadIdx.x
-        nt = cuda.blockDim.x
-        V = U.shape[1]
+        n, tid, nt, V = cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x, U.shape[1]
         a, T, b, si, ei = chain_rows(n, offsets, B, start, end)
-        sm = cuda.shared.array(0, dtype=nb)
-        red = sm[:nt]
+        red = cuda.shared.array(0, dtype=nb)[:nt]
         lz = logz[n]
-        if lz == NEG:  # every path forbidden: marginals 0
-            for k in range(tid, T * V, nt):
-                t = k // V
-                j = k % V
-                if want_grad:
-                    g = -ZERO
-                    if y[a + t] == j:
-                        g += ONE
-                    out_unary[a + t, j] = g
-                else:
-                    out_unary[a + t, j] = ZERO
-            for k in range(tid, V * V, nt):
-                pair[n, k] = -ZERO if want_grad else ZERO
-        else:
-            for k in range(tid, T * V, nt):
-                t = k // V
-                j = k % V
-                u = math.exp(fwd[a + t, j] + bwd[a + t, j] - lz)
-                if want_grad:
-                    g = -u
-                    if y[a + t] == j:
-                        g += ONE
-                    out_unary[a + t, j] = g
-                else:
-                    out_unary[a + t, j] = u
-            for t in range(1, T):
-                p = NEG
-                for i in range(tid, V, nt):
-                    if fwd[a + t - 1, i] > p:
-                        p = fwd[a + t - 1, i]
-                m = block_max(red, p)
-                for i in range(tid, V, nt):
-                    A[a + t - 1, i] = ZERO if m == NEG else math.exp(fwd[a + t - 1, i] - m)
-                for j in range(tid, V, nt):
-                    c = unary(U, start, end, a, T, t, j, si, ei) + bwd[a + t, j]
-                    bm = bmax[b, j]
-                    g = ZERO
-                    if m != NEG and c != NEG and bm != NEG:
-                        h = m + bm + c - lz
-                        g = math.exp(h) if h < LOG_HUGE else MARK
-                    G[a + t, j] = g
+        unary_out(U, y, a, T, fwd, bwd, lz, out_unary, want_grad)
+        if lz != NEG:
+            pair_factors(U, start, end, a, T, b, si, ei, bmax, fwd, bwd, lz, A, G, red)
             cuda.syncthreads()
-            for k in range(tid, V * V, nt):
-                i = k // V
-                j = k % V
-                acc = ZERO
-                acc2 = ZERO
-                for t in range(1, T):
-                    g = G[a + t, j]
-                    if g >= ZERO:
-                        acc += A[a + t - 1, i] * g
-                    elif fwd[a + t - 1, i] != NEG:
-                        c = unary(U, start, end, a, T, t, j, si, ei) + bwd[a + t, j]
-                        acc2 += math.exp(fwd[a + t - 1, i] + B[b, i, j] + c - lz)
-                pv = E[b, k] * acc + acc2
-                pair[n, k] = -pv if want_grad else pv
+        for k in range(tid, V * V, nt):
+            pv = ZERO
+            if lz != NEG:
+                pv = pair_sum(U, start, end, a, T, b, si, ei, B, E, fwd, bwd, lz, A, G, k)
+            pair[n, k] = -pv if want_grad else pv
         if want_grad:
             cuda.syncthreads()
             if tid == 0:
-                for t in range(1, T):
-                    k = y[a + t - 1] * V + y[a + t]
-                    pair[n, k] = pair[n, k] + ONE
-                score = unary(U, start, end, a, T, 0, y[a], si, ei)
-                for t in range(1, T):
-                    score += B[b, y[a + t - 1], y[a + t]] + unary(U, start, end, a, T, t,
-                                                                  y[a + t], si, ei)
-                values[n] = NEG if score == NEG else score - lz
+                gold_terms(U, start, end, a, T, b, si, ei, B, y, n, lz, pair, values)
 
-    @cuda.jit
-    def sum_chains(P, out):
-        """out[k] = sum_n P[n, k], in the order of n (one thread per k)."""
-        k = cuda.grid(1)
-        if k < out.shape[0]:
-            acc = ZERO
-            for n in range(P.shape[0]):
-                acc += P[n, k]
-            out[k] = acc
+    return dict(marginals=marginals)
+
+
+def viterbi_kernel(c, h):
+    """Best paths: the ``viterbi`` kernel."""
+    nb, NEG = c.nb, c.NEG
+    unary, chain_rows = h["unary"], h["chain_rows"]
+
+    @cuda.jit(device=True)
+    def backtrack(a, T, V, delta, back, paths):
+        """Best last label (ties to the lowest) and the path back from it."""
+        last = 0
+        for j in range(1, V):
+            if delta[a + T - 1, j] > delta[a + T - 1, last]:
+                last = j
+        paths[a + T - 1] = last
+        for t in range(T - 1, 0, -1):
+            paths[a + t - 1] = back[a + t, paths[a + t]]
+        return delta[a + T - 1, last]
 
     @cuda.jit
     def viterbi(U, offsets, B, start, end, delta, back, paths, scores, stage):
@@ -414,14 +513,10 @@ def _build(nb, sc):
         Ties go to the lowest label index, as ``_viterbi_core``. Shared
         memory: ``V`` (previous row) [+ ``V * V``: B, when ``stage``].
         """
-        n = cuda.blockIdx.x
-        tid = cuda.threadIdx.x
-        nt = cuda.blockDim.x
-        V = U.shape[1]
+        n, tid, nt, V = cuda.blockIdx.x, cuda.threadIdx.x, cuda.blockDim.x, U.shape[1]
         a, T, b, si, ei = chain_rows(n, offsets, B, start, end)
         sm = cuda.shared.array(0, dtype=nb)
-        vec = sm[:V]
-        Bs = sm[V : V + V * V]
+        vec, Bs = sm[:V], sm[V : V + V * V]
         if stage:
             for k in range(tid, V * V, nt):
                 Bs[k] = B[b, k]
@@ -445,232 +540,6 @@ def _build(nb, sc):
                 delta[a + t, j] = unary(U, start, end, a, T, t, j, si, ei) + best
             cuda.syncthreads()
         if tid == 0:
-            last = 0
-            for j in range(1, V):
-                if delta[a + T - 1, j] > delta[a + T - 1, last]:
-                    last = j
-            paths[a + T - 1] = last
-            for t in range(T - 1, 0, -1):
-                paths[a + t - 1] = back[a + t, paths[a + t]]
-            scores[n] = delta[a + T - 1, last]
+            scores[n] = backtrack(a, T, V, delta, back, paths)
 
-    @cuda.jit
-    def rdp_select(U, y, code, q_global, q_uniform, n_float, k1, n_sampled, uniforms,
-                   log_k2, Q, idx, logw):
-        """Sub-lattice slots of every token (one thread per token).
-
-        The proposal row (``_rdp_batch._proposal_row``), the gold label then
-        the ``k1 - 1`` states of largest proposal, ties to the lower state
-        (``_deterministic_states``), and ``n_sampled`` states drawn from the
-        rest with the given uniforms (``sample_slots``: the cumulative sum is
-        accumulated in the same order, so the same uniform picks the same
-        state). ``Q`` (n_tokens, N) is scratch.
-        """
-        r = cuda.grid(1)
-        N = U.shape[1]
-        if r < U.shape[0]:
-            if code == 0:
-                for j in range(N):
-                    Q[r, j] = q_uniform
-            elif code == 2:
-                for j in range(N):
-                    Q[r, j] = q_global[j]
-            else:
-                m = NEG
-                for j in range(N):
-                    if U[r, j] > m:
-                        m = U[r, j]
-                s = ZERO
-                if m == NEG:  # every state at -inf: uniform
-                    for j in range(N):
-                        Q[r, j] = ONE
-                    s = n_float
-                else:
-                    for j in range(N):
-                        e = math.exp(U[r, j] - m)
-                        Q[r, j] = e
-                        s += e
-                for j in range(N):
-                    Q[r, j] = Q[r, j] / s
-                if code == 3:
-                    for j in range(N):
-                        Q[r, j] = HALF * (Q[r, j] + q_global[j])
-            gold = y[r]
-            idx[r, 0] = gold
-            logw[r, 0] = ZERO
-            Q[r, gold] = MARK
-            for i in range(1, k1):
-                best = MARK
-                arg = 0
-                for j in range(N):
-                    if Q[r, j] > best:
-                        best = Q[r, j]
-                        arg = j
-                idx[r, i] = arg
-                logw[r, i] = ZERO
-                Q[r, arg] = MARK
-            total = ZERO
-            last = 0
-            for j in range(N):
-                q = Q[r, j]
-                if q < ZERO:
-                    q = ZERO
-                    Q[r, j] = ZERO
-                total += q
-                if q > ZERO:
-                    last = j
-            for s2 in range(n_sampled):
-                slot = k1 + s2
-                if total <= ZERO:
-                    idx[r, slot] = gold
-                    logw[r, slot] = NEG
-                else:
-                    x = uniforms[r, s2] * total
-                    acc = ZERO
-                    pick = N
-                    for j in range(N):
-                        acc += Q[r, j]
-                        if acc > x:
-                            pick = j
-                            break
-                    if pick > last:
-                        pick = last
-                    idx[r, slot] = pick
-                    logw[r, slot] = math.log(total) - log_k2 - math.log(Q[r, pick])
-
-    @cuda.jit
-    def rdp_fb(U, offsets, y, Bd, left, right, lowrank, idx, logw, alpha, beta, Eg,
-               loss, gU, gB, gL, gR, stage):
-        """Log-space forward-backward on each sequence's sub-lattice (one
-        block per sequence, threads over the K slots); adds the gradient of
-        ``log Z-hat - score(y)`` into ``gU`` and ``gB`` (or ``gL``, ``gR``).
-
-        Edge scores of a step are built in ``Es`` (K * K: shared memory when
-        ``stage``, else the sequence's row of ``Eg``). Shared memory: ``K`` +
-        ``blockDim`` [+ ``K * K``].
-        """
-        n = cuda.blockIdx.x
-        tid = cuda.threadIdx.x
-        nt = cuda.blockDim.x
-        K = idx.shape[1]
-        a = offsets[n]
-        T = offsets[n + 1] - a
-        sm = cuda.shared.array(0, dtype=nb)
-        vec = sm[:K]
-        red = sm[K : K + nt]
-        Ess = sm[K + nt : K + nt + K * K]
-        Es = Ess if stage else Eg[n]
-        for l in range(tid, K, nt):
-            alpha[a, l] = U[a, idx[a, l]] + logw[a, l]
-        cuda.syncthreads()
-        for t in range(1, T):
-            for kl in range(tid, K * K, nt):
-                Es[kl] = edge(Bd, left, right, lowrank, idx[a + t - 1, kl // K],
-                              idx[a + t, kl % K])
-            for k in range(tid, K, nt):
-                vec[k] = alpha[a + t - 1, k]
-            cuda.syncthreads()
-            for l in range(tid, K, nt):
-                node = U[a + t, idx[a + t, l]] + logw[a + t, l]
-                out = NEG
-                if node != NEG:
-                    m = NEG
-                    for k in range(K):
-                        v = vec[k] + Es[k * K + l]
-                        if v > m:
-                            m = v
-                    if m != NEG:
-                        s = ZERO
-                        for k in range(K):
-                            s += math.exp(vec[k] + Es[k * K + l] - m)
-                        out = node + m + math.log(s)
-                alpha[a + t, l] = out
-            cuda.syncthreads()
-        lz = block_lse_row(red, alpha, a + T - 1, K)
-        if lz == NEG:
-            # no path on the sub-lattice: infinite loss, no gradient
-            if tid == 0:
-                loss[n] = INF
-        else:
-            for l in range(tid, K, nt):
-                beta[a + T - 1, l] = ZERO
-            cuda.syncthreads()
-            for t in range(T - 1, 0, -1):
-                for kl in range(tid, K * K, nt):
-                    Es[kl] = edge(Bd, left, right, lowrank, idx[a + t - 1, kl // K],
-                                  idx[a + t, kl % K])
-                for l in range(tid, K, nt):
-                    vec[l] = U[a + t, idx[a + t, l]] + logw[a + t, l] + beta[a + t, l]
-                cuda.syncthreads()
-                for k in range(tid, K, nt):
-                    m = NEG
-                    for l in range(K):
-                        v = Es[k * K + l] + vec[l]
-                        if v > m:
-                            m = v
-                    bt = NEG
-                    if m != NEG:
-                        s = ZERO
-                        for l in range(K):
-                            s += math.exp(Es[k * K + l] + vec[l] - m)
-                        bt = m + math.log(s)
-                    beta[a + t - 1, k] = bt
-                    aa = alpha[a + t - 1, k] - lz
-                    row = idx[a + t - 1, k]
-                    for l in range(K):
-                        e = ZERO
-                        if aa != NEG:
-                            e = math.exp(aa + Es[k * K + l] + vec[l])
-                        if lowrank:
-                            Es[k * K + l] = e  # the edge marginal xi[k, l]
-                        elif e != ZERO:
-                            cuda.atomic.add(gB, (row, idx[a + t, l]), e)
-                if lowrank:
-                    cuda.syncthreads()
-                    R = left.shape[1]
-                    for k in range(tid, K, nt):
-                        row = idx[a + t - 1, k]
-                        for d in range(R):
-                            acc = ZERO
-                            for l in range(K):
-                                acc += Es[k * K + l] * right[idx[a + t, l], d]
-                            cuda.atomic.add(gL, (row, d), acc)
-                    for l in range(tid, K, nt):
-                        col = idx[a + t, l]
-                        for d in range(R):
-                            acc = ZERO
-                            for k in range(K):
-                                acc += Es[k * K + l] * left[idx[a + t - 1, k], d]
-                            cuda.atomic.add(gR, (col, d), acc)
-                cuda.syncthreads()
-            # slot marginals onto their states, then the gold one-hot
-            for t in range(tid, T, nt):
-                r = a + t
-                for k in range(K):
-                    v = alpha[r, k] + beta[r, k] - lz
-                    if v != NEG:
-                        gU[r, idx[r, k]] += math.exp(v)
-                gU[r, y[r]] -= ONE
-            if tid == 0:
-                gold = ZERO
-                for t in range(T):
-                    gold += U[a + t, y[a + t]]
-                for t in range(1, T):
-                    i = y[a + t - 1]
-                    j = y[a + t]
-                    if lowrank:
-                        for d in range(left.shape[1]):
-                            gold += left[i, d] * right[j, d]
-                            cuda.atomic.add(gL, (i, d), -right[j, d])
-                            cuda.atomic.add(gR, (j, d), -left[i, d])
-                    else:
-                        gold += Bd[i, j]
-                        cuda.atomic.add(gB, (i, j), -ONE)
-                loss[n] = lz - gold
-
-    return SimpleNamespace(
-        block_max=block_max, block_sum=block_sum, unary=unary, lse_into=lse_into,
-        lse_from=lse_from, edge=edge, prep_exp=prep_exp, fb=fb,
-        marginals=marginals, sum_chains=sum_chains, viterbi=viterbi,
-        rdp_select=rdp_select, rdp_fb=rdp_fb,
-    )
+    return dict(viterbi=viterbi)

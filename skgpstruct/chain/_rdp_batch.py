@@ -190,27 +190,13 @@ def _edges_scaled(expB, left, right, lowrank, prev, cur, out):
 
 
 @njit(cache=True, nogil=True)
-def _scaled_pass(U, idx, logw, expB, shift_B, left, right, lowrank, store, gU, gB,
-                 gL, gR):
-    """Forward-backward on the sub-lattice in scaled linear space.
-
-    The same quantities as ``rdp_forward`` + ``rdp_backward`` (log Z-hat and
-    its gradient, added into ``gU``, ``gB`` / ``gL``, ``gR``), computed with
-    per-position normalisation (Rabiner's scaling) instead of log-sum-exp:
-    about two exponentials per sub-lattice edge fewer. Returns
-    ``(ok, log_z)``; ``ok`` is False, and nothing has been added to the
-    gradients, when a forward normaliser under- or overflowed (potentials
-    spanning more than ~700 nats), and the caller then uses the log-space
-    kernels.
-    """
+def _scaled_forward(U, idx, logw, expB, shift_B, left, right, lowrank, a, wn, norm, Es,
+                    store):
+    """Scaled forward sweep of :func:`_scaled_pass`: fills ``a`` (normalised
+    forward variables), ``wn`` (node weights over their row maximum) and
+    ``norm``, and the edge weights ``Es[t]`` when ``store``. Returns
+    ``(ok, log_z)``."""
     T, K = idx.shape
-    a = np.empty((T, K))
-    wn = np.empty((T, K))
-    norm = np.empty(T)
-    if store:
-        Es = np.empty((T, K, K))
-    else:
-        Es = np.empty((1, K, K))
     E = np.empty((K, K))
     tmp = np.empty(K)
     log_z = 0.0
@@ -253,7 +239,53 @@ def _scaled_pass(U, idx, logw, expB, shift_B, left, right, lowrank, store, gU, g
         log_z += math.log(s) + mn + (shift_B if (t > 0 and not lowrank) else shift)
     if not (log_z > NEG_INF and log_z < np.inf):
         return False, NEG_INF
+    return True, log_z
+
+
+@njit(cache=True, nogil=True)
+def _add_edge_marginals(xi, prev, cur, left, right, lowrank, gB, gL, gR):
+    """Edge marginals ``xi`` (K, K) of one step onto the transition gradients."""
+    K = prev.shape[0]
+    if lowrank:
+        Lp = _gather_rows(left, prev)
+        Rc = _gather_rows(right, cur)
+        gl = np.dot(xi, Rc)
+        gr = np.dot(xi.T, Lp)
+        for k in range(K):
+            gL[prev[k]] += gl[k]
+            gR[cur[k]] += gr[k]
+    else:
+        for k in range(K):
+            row = prev[k]
+            for l in range(K):
+                gB[row, cur[l]] += xi[k, l]
+
+
+@njit(cache=True, nogil=True)
+def _scaled_pass(U, idx, logw, expB, shift_B, left, right, lowrank, store, gU, gB,
+                 gL, gR):
+    """Forward-backward on the sub-lattice in scaled linear space.
+
+    The same quantities as ``rdp_forward`` + ``rdp_backward`` (log Z-hat and
+    its gradient, added into ``gU``, ``gB`` / ``gL``, ``gR``), computed with
+    per-position normalisation (Rabiner's scaling) instead of log-sum-exp:
+    about two exponentials per sub-lattice edge fewer. Returns
+    ``(ok, log_z)``; ``ok`` is False, and nothing has been added to the
+    gradients, when a forward normaliser under- or overflowed (potentials
+    spanning more than ~700 nats), and the caller then uses the log-space
+    kernels.
+    """
+    T, K = idx.shape
+    a = np.empty((T, K))
+    wn = np.empty((T, K))
+    norm = np.empty(T)
+    Es = np.empty((T, K, K)) if store else np.empty((1, K, K))
+    ok, log_z = _scaled_forward(U, idx, logw, expB, shift_B, left, right, lowrank, a, wn,
+                                norm, Es, store)
+    if not ok:
+        return False, NEG_INF
     # backward: b[t] scaled so that a[t] * b[t] are the marginals
+    E = np.empty((K, K))
     b = np.ones(K)
     b_prev = np.empty(K)
     v = np.empty(K)
@@ -266,8 +298,6 @@ def _scaled_pass(U, idx, logw, expB, shift_B, left, right, lowrank, store, gU, g
         for l in range(K):
             v[l] = wn[t, l] * b[l] / norm[t]
             gU[t, idx[t, l]] += a[t, l] * b[l]
-        prev = idx[t - 1]
-        cur = idx[t]
         for k in range(K):
             acc = 0.0
             ak = a[t - 1, k]
@@ -276,19 +306,7 @@ def _scaled_pass(U, idx, logw, expB, shift_B, left, right, lowrank, store, gU, g
                 acc += e
                 Et[k, l] = ak * e  # the edge marginal xi[k, l]
             b_prev[k] = acc
-        if lowrank:
-            Lp = _gather_rows(left, prev)
-            Rc = _gather_rows(right, cur)
-            gl = np.dot(Et, Rc)
-            gr = np.dot(Et.T, Lp)
-            for k in range(K):
-                gL[prev[k]] += gl[k]
-                gR[cur[k]] += gr[k]
-        else:
-            for k in range(K):
-                row = prev[k]
-                for l in range(K):
-                    gB[row, cur[l]] += Et[k, l]
+        _add_edge_marginals(Et, idx[t - 1], idx[t], left, right, lowrank, gB, gL, gR)
         for k in range(K):
             b[k] = b_prev[k]
     for l in range(K):

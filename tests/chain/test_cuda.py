@@ -54,7 +54,7 @@ if not (numba_config.ENABLE_CUDASIM or numba.cuda.is_available()):
 
 from skgpstruct import RandomizedCRFTagger, chain  # noqa: E402
 from skgpstruct._sequences import SequenceData  # noqa: E402
-from skgpstruct.chain import _rdp_batch  # noqa: E402
+from skgpstruct.chain import _cuda_device, _cuda_randomized, _rdp_batch  # noqa: E402
 from skgpstruct.chain import cuda as chain_cuda  # noqa: E402
 from skgpstruct.chain import randomized as rdp  # noqa: E402
 from skgpstruct.datasets import make_chain_data  # noqa: E402
@@ -224,8 +224,8 @@ def test_log_likelihood_grad_by_finite_differences():
 def test_strided_threads_and_global_memory(monkeypatch):
     """Fewer threads than labels (the strided loops) and no staging in shared
     memory (E, F, B and the sub-lattice edges read from global memory)."""
-    monkeypatch.setattr(chain_cuda, "_MAX_THREADS", 2)
-    monkeypatch.setattr(chain_cuda, "_SMEM_BUDGET", 0)
+    monkeypatch.setattr(_cuda_device, "_MAX_THREADS", 2)
+    monkeypatch.setattr(_cuda_device, "_SMEM_BUDGET", 0)
     rng = np.random.default_rng(15)
     kw, y = ragged_problem(rng, [2, 3], 5, p_forbid=0.1)
     ref = cpu(kw, y)
@@ -309,7 +309,7 @@ def test_bad_input_raises(call, err, match):
 # ----------------------------------------------------------- randomized DP
 def assert_rdp_matches_cpu(rng, lengths, N, k1, k2, *, code, lowrank, dtype,
                            rank=2, mutate=None):
-    """CUDA rdp_loss_grad_ragged against the CPU kernel on the same uniforms."""
+    """The CUDA randomized pass against the CPU kernel on the same uniforms."""
     lengths = np.asarray(lengths)
     n_tok = int(lengths.sum())
     offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
@@ -339,10 +339,9 @@ def assert_rdp_matches_cpu(rng, lengths, N, k1, k2, *, code, lowrank, dtype,
         U, offsets, y, B, left, right, lowrank, code, q_global, k1, uniforms, expB, shift,
         1 << 22, *g_cpu)
     cast = (lambda a: a.astype(dtype))
-    g_gpu = grads(dtype)
-    loss = chain_cuda.rdp_loss_grad_ragged(
-        cast(U), offsets, y, cast(B), cast(left), cast(right), lowrank, code,
-        cast(q_global), k1, uniforms, None, None, None, *g_gpu)
+    loss, *g_gpu = _cuda_randomized.rdp_loss_grad_ragged(
+        cast(U), lengths, y, cast(B), cast(left), cast(right), lowrank, code,
+        cast(q_global), k1, uniforms)
     tol = TOL[dtype]
     assert_allclose(loss, loss_cpu, **tol)
     for got, want in zip(g_gpu, g_cpu):
@@ -386,22 +385,34 @@ def test_rdp_device_chains_and_bad_input():
     N, n_tok = 5, 4
     U, y = rng.standard_normal((n_tok, N)), rng.integers(0, N, n_tok)
     B, empty = rng.standard_normal((N, N)), np.zeros((0, 0))
-    args = (B, empty, empty, False, 1, np.full(N, 1 / N), 2, rng.random((n_tok, 1)),
-            None, None, None)
-    g1 = [np.zeros((n_tok, N)), np.zeros((N, N)), empty, empty]
-    loss1 = chain_cuda.rdp_loss_grad_ragged(U, [0, 1, 4], y, *args, *g1)
-    g2 = [np.zeros((n_tok, N)), np.zeros((N, N)), empty, empty]
-    loss2 = chain_cuda.rdp_loss_grad_ragged(U, chain_cuda.DeviceChains([1, 3], y), None,
-                                            *args, *g2)
-    assert_array_equal(loss1, loss2)
-    for a, b in zip(g1, g2):
+    args = (B, empty, empty, False, 1, np.full(N, 1 / N), 2, rng.random((n_tok, 1)))
+    out1 = _cuda_randomized.rdp_loss_grad_ragged(U, [1, 3], y, *args)
+    out2 = _cuda_randomized.rdp_loss_grad_ragged(U, chain_cuda.DeviceChains([1, 3], y), None,
+                                                 *args)
+    for a, b in zip(out1, out2):
         assert_array_equal(a, b)
     with pytest.raises(ValueError, match="k1"):
-        chain_cuda.rdp_loss_grad_ragged(U, [0, 4], y, B, empty, empty, False, 1,
-                                        np.full(N, 1 / N), 6, rng.random((n_tok, 0)),
-                                        None, None, None, *g1)
-    with pytest.raises(ValueError, match="gU"):
-        chain_cuda.rdp_loss_grad_ragged(U, [0, 4], y, *args, np.zeros((1, N)), *g1[1:])
+        _cuda_randomized.rdp_loss_grad_ragged(U, [4], y, B, empty, empty, False, 1,
+                                              np.full(N, 1 / N), 6, rng.random((n_tok, 0)))
+    with pytest.raises(ValueError, match="uniforms"):
+        _cuda_randomized.rdp_loss_grad_ragged(U, [4], y, *args[:-1], rng.random((1, 1)))
+
+
+@pytest.mark.parametrize("transitions", ["full", "low_rank"])
+def test_backend_randomized_pass_matches_cpu(transitions):
+    """randomized_loss_grad_ragged on device="cuda" equals device="cpu"."""
+    rng = np.random.default_rng(32)
+    N, lengths = 6, [3, 1, 4]
+    U, y = rng.standard_normal((8, N)), rng.integers(0, N, 8)
+    B = rng.standard_normal((N, N))
+    if transitions == "low_rank":
+        B = rdp.LowRankTransitions(rng.standard_normal((N, 2)), rng.standard_normal((N, 2)))
+    results = [rdp.randomized_loss_grad_ragged(U, lengths, y, B, 2, 2, seeds=[4, 5, 6],
+                                               device=device) for device in ("cpu", "cuda")]
+    (l0, g0, t0), (l1, g1, t1) = results
+    assert type(t1) is type(t0)
+    for got, want in ((l1, l0), (g1, g0), (np.asarray(t1), np.asarray(t0))):
+        assert_allclose(got, want, **TOL[np.float64])
 
 
 # ------------------------------------------------------------- estimator
@@ -450,7 +461,7 @@ def test_tagger_fit_on_cuda_matches_cpu(n_top, n_sampled, max_iter):
     cpu_est, gpu_est = fits["cpu"], fits["cuda"]
     assert gpu_est.device_ == "cuda" and cpu_est.device_ == "cpu"
     assert gpu_est.exact_ == (n_top is None)
-    assert not hasattr(gpu_est, "_device_cache")
+    assert not hasattr(gpu_est, "_backend")
     assert_allclose(gpu_est.coef_, cpu_est.coef_, rtol=1e-8, atol=1e-10)
     assert_allclose(gpu_est.transition_, cpu_est.transition_, rtol=1e-8, atol=1e-10)
     for got, want in zip(gpu_est.predict_marginals(X[:3]), cpu_est.predict_marginals(X[:3])):
@@ -499,7 +510,7 @@ _TYPECHECK = textwrap.dedent("""
     CC = (7, 0)
     # device functions ask the (absent) GPU for its compute capability
     dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=CC)
-    from skgpstruct.chain import cuda as cc
+    from skgpstruct.chain import _cuda_device as dev, _cuda_randomized, cuda as cc
     from skgpstruct.chain._cuda_kernels import kernels
 
     seen = {}
@@ -509,11 +520,11 @@ _TYPECHECK = textwrap.dedent("""
         if (kernel.py_func, sig) not in seen:
             seen[kernel.py_func, sig] = compile_cuda(kernel.py_func, types.void, sig, cc=CC)
 
-    cc._launch = launch
-    cc._to_device = np.ascontiguousarray
-    cc._empty = lambda shape, dtype: np.zeros(shape, dtype)
-    cc._to_host = lambda d: d
-    cc._is_device = lambda x: False
+    dev._launch = launch
+    dev._to_device = np.ascontiguousarray
+    dev._empty = lambda shape, dtype: np.zeros(shape, dtype)
+    dev._to_host = lambda d: d
+    dev._is_device = lambda x: False
     rng = np.random.default_rng(0)
     for dt in (np.float32, np.float64):
         U, y = rng.standard_normal((5, 3)).astype(dt), rng.integers(0, 3, 5)
@@ -525,10 +536,9 @@ _TYPECHECK = textwrap.dedent("""
         U = rng.standard_normal((5, 6)).astype(dt)
         e, L = np.zeros((0, 0), dt), np.zeros((6, 2), dt)
         for low in (False, True):
-            cc.rdp_loss_grad_ragged(
-                U, np.array([0, 2, 5]), y, e if low else np.zeros((6, 6), dt), L, L, low,
-                3, np.full(6, 1 / 6, dt), 2, rng.random((5, 2)), None, None, None,
-                np.zeros((5, 6), dt), e if low else np.zeros((6, 6), dt), L.copy(), L.copy())
+            _cuda_randomized.rdp_loss_grad_ragged(
+                U, [2, 3], y, e if low else np.zeros((6, 6), dt), L, L, low,
+                3, np.full(6, 1 / 6, dt), 2, rng.random((5, 2)))
     names = sorted({f.__name__ for f, _ in seen})
     # no double precision inside float32 kernels or their device functions
     f32 = [c for (f, sig), c in seen.items()
@@ -562,5 +572,5 @@ def test_kernels_compile_for_a_real_gpu(typecheck_process):
     float32 kernels do no float64 arithmetic."""
     stdout, stderr = typecheck_process.communicate(timeout=300)
     assert typecheck_process.returncode == 0, stderr[-3000:]
-    assert ("compiled ['fb', 'marginals', 'prep_exp', 'rdp_fb', 'rdp_select', "
+    assert ("compiled ['fb', 'fill', 'marginals', 'prep_exp', 'rdp_fb', 'rdp_select', "
             "'sum_chains', 'viterbi'] float64 in float32 kernels: []") in stdout
