@@ -8,7 +8,6 @@ splits. Internally the estimators also use hmmlearn's flat form: all tokens
 stacked into one matrix plus ``lengths``.
 """
 
-from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
