@@ -19,8 +19,10 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from ._decoders import decode
 from ._device import resolve_device
 from ._sequences import SequenceData
+from .chain.backend import get_backend
 from .metrics import flat_accuracy_score
 from .optim import minimize_lbfgs, warn_max_iter
 
@@ -346,6 +348,55 @@ class SequenceTaggerMixin:
     def _check_X(self, X):
         check_is_fitted(self, self._fitted_attribute)
         return SequenceData.from_sequences(X, n_features=self.n_features_in_)
+
+    def _decoder(self):
+        """Name of the :data:`~skgpstruct._decoders.DECODERS` entry ``predict`` uses."""
+        raise NotImplementedError
+
+    def _predict_backend(self):
+        """The chain backend of prediction: the GPU if ``fit`` ran on it and
+        it is still usable, else the CPU."""
+        return get_backend("auto" if getattr(self, "device_", "cpu") == "cuda" else "cpu")
+
+    def predict(self, X):
+        """Label sequences with the tagger's decoder.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+
+        Returns
+        -------
+        y_pred : list of ndarray of shape (T_n,)
+            Predicted labels (values of ``classes_``).
+        """
+        data = self._check_X(X)
+        paths = decode(self._decoder(), self, data, self._predict_backend())
+        return [self.classes_[p] for p in paths]
+
+    def predict_marginals(self, X):
+        """Per-token label marginals ``p(y_t = j | x)``.
+
+        :class:`~skgpstruct.GPStructTagger` averages forward-backward
+        marginals over ``n_predict_samples`` posterior samples of the
+        potentials (per mixture component, weighted by ``weights_``);
+        :class:`~skgpstruct.RandomizedCRFTagger` runs exact
+        forward-backward, or with ``beam_size`` that of the chain restricted
+        to the ``beam_size`` best unary states per position (zero
+        elsewhere).
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+
+        Returns
+        -------
+        marginals : list of ndarray of shape (T_n, n_classes)
+            Columns ordered as ``classes_``; rows sum to 1.
+        """
+        return self._token_marginals(self._check_X(X))
 
     def predict_single(self, x):
         """Predict the labels of one sequence.

@@ -10,7 +10,7 @@ by :mod:`skgpstruct.gp.sampling`, as in training).
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import Parallel, delayed
+from joblib import delayed
 from sklearn.base import BaseEstimator, clone
 from sklearn.gaussian_process.kernels import ConstantKernel, Kernel
 from sklearn.preprocessing import LabelEncoder
@@ -35,7 +35,7 @@ from .gp.terms import (
     split_kernel_scale,
 )
 from .gp.variational import VariationalLayout, VariationalParams, init_variational_params
-from .likelihoods import CRFLikelihood, Likelihood, RandomizedCRFLikelihood, get_likelihood
+from .likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
 from .optim import make_optimizer
 
 __all__ = ["GPStructTagger"]
@@ -150,8 +150,10 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where the forward-backward passes of training run. ``"cuda"`` runs
         those of the CRF likelihood on the GPU (numba.cuda, one launch per
-        length bucket for all samples of its sequences); the pseudo and
-        randomized likelihoods and prediction stay on the CPU. ``"auto"``
+        length bucket for all samples of its sequences): a likelihood with a
+        ``device`` parameter gets ``device_``; the pseudo and randomized
+        likelihoods and the sampled marginals of prediction stay on the CPU,
+        ``decode="viterbi"`` runs on ``device_``. ``"auto"``
         is ``"cuda"`` when ``numba.cuda.is_available()``. ``"cuda"``
         without a usable GPU raises a RuntimeError that says how to get one
         (``pip install "skgpstruct[cuda]"``).
@@ -322,8 +324,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         """The likelihood ``fit`` uses (on ``device_``), after the checks of
         the parameter combinations it cannot run."""
         lik = get_likelihood(self.likelihood)
-        if self.device_ == "cuda" and type(lik) is CRFLikelihood:
-            lik = clone(lik).set_params(device="cuda")
+        if "device" in lik.get_params():  # likelihoods that run chain DPs
+            lik = clone(lik).set_params(device=self.device_)
         if (
             isinstance(lik, RandomizedCRFLikelihood)
             and lik.n_top + lik.n_sampled < n_classes
@@ -488,24 +490,9 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
             out += self.weights_[k] * unary.mean(axis=0)
         return out
 
-    def predict_marginals(self, X):
-        """Per-token label marginals averaged over posterior samples.
-
-        Each of ``n_predict_samples`` samples of the potentials (per mixture
-        component) is run through forward-backward; the marginals are
-        averaged with the mixture weights.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
-
-        Returns
-        -------
-        marginals : list of ndarray of shape (T_n, n_classes)
-            Columns ordered as ``classes_``; rows sum to 1.
-        """
-        data = self._check_X(X)
+    def _token_marginals(self, data):
+        """Sample-averaged marginals of every sequence of ``data`` (the
+        ``"marginal"`` decoder and :meth:`predict_marginals`)."""
         if self.posterior == "coupled":
             raise NotImplementedError(
                 "predict_marginals with posterior='coupled' is not available yet."
@@ -514,7 +501,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         seeds = self._seeds(data.n_sequences)
         offsets = data.offsets
         # per-sequence work on small matrices: single-threaded BLAS is faster
-        with threadpool_limits(1), Parallel(n_jobs=self.n_jobs, prefer="threads") as parallel:
+        with threadpool_limits(1), self._parallel() as parallel:
             out = parallel(
                 delayed(self._sample_marginals)(
                     b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i]
@@ -523,26 +510,13 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
             )
         return out
 
-    def predict(self, X):
-        """Label sequences: per-token argmax of the marginals, or Viterbi.
+    def _decoder(self):
+        return self.decode
 
-        Parameters
-        ----------
-        X : list of (T_n, n_features) array-likes or sparse matrices
-            Token features of each sequence, as for :meth:`predict_marginals`.
-
-        Returns
-        -------
-        y_pred : list of ndarray of shape (T_n,)
-            Predicted labels (values of ``classes_``).
-        """
-        if self.decode == "viterbi":
-            data = self._check_X(X)
-            b, _ = self._sequence_moments(data)
-            U = np.tensordot(self.weights_, b, axes=1)
-            paths, _ = chain.viterbi_ragged(U, data.lengths, self.transition_mean_)
-            return [self.classes_[p] for p in data.split(paths)]
-        return [self.classes_[m.argmax(axis=1)] for m in self.predict_marginals(X)]
+    def _decode_potentials(self, data):
+        """Posterior-mean potentials (the ``"viterbi"`` decoder)."""
+        b, _ = self._sequence_moments(data)
+        return np.tensordot(self.weights_, b, axes=1), self.transition_mean_
 
     def elbo(self, X, y):
         """Evidence lower bound of the fitted posterior on ``(X, y)``.

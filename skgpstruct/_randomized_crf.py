@@ -15,17 +15,16 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import delayed
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs
+from ._parallel import chunked_sum
 from ._sequences import SequenceData
 from .chain import randomized as rdp
 from .chain.backend import get_backend
-from .chain.beam import beam_viterbi
 from .optim import make_optimizer
 
 __all__ = ["RandomizedCRFTagger"]
@@ -345,22 +344,15 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         return loss, np.concatenate([gW.ravel(), gb] + g_trans)
 
     def _loss_grad(self, theta, data, seq_idx, seeds, parallel):
-        """Summed loss and gradient over ``seq_idx`` (chunks in fixed order)."""
-        if getattr(self, "device_", "cpu") == "cuda":  # the GPU wants all at once
-            return self._chunk_loss_grad(theta, data.subset(seq_idx), seeds)
-        chunks = [seq_idx[i : i + _CHUNK_SEQUENCES]
-                  for i in range(0, len(seq_idx), _CHUNK_SEQUENCES)]
-        seed_chunks = [seeds[i : i + _CHUNK_SEQUENCES]
-                       for i in range(0, len(seq_idx), _CHUNK_SEQUENCES)]
-        results = parallel(
-            delayed(self._chunk_loss_grad)(theta, data.subset(c), s)
-            for c, s in zip(chunks, seed_chunks)
+        """Summed loss and gradient over ``seq_idx`` (chunks in fixed order;
+        on the GPU all of them in one chunk)."""
+        on_gpu = getattr(self, "device_", "cpu") == "cuda"
+        return chunked_sum(
+            lambda chunk, chunk_seeds: self._chunk_loss_grad(
+                theta, data.subset(chunk), chunk_seeds),
+            seq_idx, seeds, chunk_size=len(seq_idx) if on_gpu else _CHUNK_SEQUENCES,
+            parallel=None if on_gpu else parallel,
         )
-        loss, grad = results[0]
-        for value, g in results[1:]:  # fixed order: deterministic sums
-            loss += value
-            grad += g
-        return loss, grad
 
     @contextlib.contextmanager
     def _fit_backend(self):
@@ -371,10 +363,6 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                 yield backend
             finally:
                 del self._backend
-
-    def _predict_backend(self):
-        """The GPU if fitted on it and still usable, else the CPU."""
-        return get_backend("auto" if getattr(self, "device_", "cpu") == "cuda" else "cpu")
 
     # ------------------------------------------------------------------ fit
     def _check_params(self, n_classes):
@@ -484,48 +472,14 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             return self.transition_
         return (self.transition_left_, self.transition_right_)
 
-    def predict(self, X):
-        """Most likely label sequence of each input sequence (Viterbi).
+    def _decoder(self):
+        return "viterbi" if self.beam_size is None else "beam"
 
-        Parameters
-        ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
+    def _decode_potentials(self, data):
+        return self._unary(data), self._transition_spec()
 
-        Returns
-        -------
-        y_pred : list of ndarray of shape (T_n,)
-            Predicted labels (values from ``classes_``).
-        """
-        data = self._check_X(X)
-        U = self._unary(data)
-        if self.beam_size is None:
-            backend = self._predict_backend()
-            paths, _ = backend.viterbi_ragged(U, data.lengths, self._dense_transitions())
-            parts = data.split(paths)
-        else:
-            spec = self._transition_spec()
-            parts = [beam_viterbi(u, spec, self.beam_size)[0] for u in data.split(U)]
-        return [self.classes_[p] for p in parts]
-
-    def predict_marginals(self, X):
-        """Per-token label marginals p(y_t = j | x).
-
-        Exact forward-backward; with ``beam_size`` set, the marginals of the
-        chain restricted to the ``beam_size`` best unary states per position
-        (zero elsewhere).
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
-
-        Returns
-        -------
-        marginals : list of ndarray of shape (T_n, n_classes)
-            Columns ordered as ``classes_``; rows sum to 1.
-        """
-        data = self._check_X(X)
+    def _token_marginals(self, data):
+        """Exact (or beam-restricted) marginals of every sequence of ``data``."""
         U = self._unary(data)
         if self.beam_size is None:
             backend = self._predict_backend()
