@@ -388,8 +388,8 @@ class SequenceTaggerMixin:
 
         Parameters
         ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The sequences, as for :meth:`predict`.
 
         Returns
         -------
@@ -417,10 +417,10 @@ class SequenceTaggerMixin:
 
         Parameters
         ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
-        y : list of array-like of shape (T_n,)
-            True labels.
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The sequences to label, as for :meth:`predict`.
+        y : list of (T_n,) array-likes
+            Their true labels.
 
         Returns
         -------
