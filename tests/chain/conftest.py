@@ -10,15 +10,18 @@
   Viterbi of one short chain against enumeration of its paths.
 * ``assert_potentials_grad_fd``: the gradients wrt each potential against
   central differences, through the suite's one ``assert_grad_fd``.
+* ``check_forbidden_chains``: a hypothesis property over random chains with
+  ``-inf`` entries.
 
-The helpers are session-scoped functions (they hold no state), so the
-hypothesis tests may use them too.
+The helpers are functions that hold no state, session-scoped where they can be.
 """
 
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 from skgpstruct.chain import _reference as ref
@@ -134,5 +137,66 @@ def assert_potentials_grad_fd(assert_grad_fd):
                 return f(**{**kw, name: x.reshape(shape)})
 
             assert_grad_fd(f_flat, np.ravel(kw[name]), grad, **fd_kwargs)
+
+    return check
+
+
+@pytest.fixture(scope="session")
+def check_forbidden_chains():
+    """``check_forbidden_chains(check, p_forbid)``: a hypothesis property over
+    short chains with ``-inf`` entries.
+
+    Runs ``check(kw, y)`` on 50 examples: ``T <= 5``, ``V <= 4``, N(0, 1)
+    potentials ``U, B, start, end`` drawn from ``default_rng(seed)`` (any
+    32-bit seed), each entry set to ``-inf`` with a probability drawn from
+    ``p_forbid``, then ``T`` labels from the same generator. Failures are
+    shrunk and reported by hypothesis as usual.
+    """
+
+    def run(check, p_forbid):
+        @settings(max_examples=50, deadline=None)
+        @given(
+            T=st.integers(1, 5),
+            V=st.integers(1, 4),
+            seed=st.integers(0, 2**32 - 1),
+            p=st.sampled_from(p_forbid),
+        )
+        def prop(T, V, seed, p):
+            rng = np.random.default_rng(seed)
+            kw = _random_chain(rng, T, V, start_end=True)
+            for k in kw:
+                kw[k][rng.random(kw[k].shape) < p] = -np.inf
+            check(kw, rng.integers(0, V, T))
+
+        prop()
+
+    return run
+
+
+# Labels a chain of 3 steps and 3 labels must refuse: (y, error, message).
+BAD_LABELS = {
+    "too_short": ([0, 1], ValueError, "y has length 2"),
+    "label_3": ([0, 1, 3], ValueError, r"outside \[0, 3\)"),
+    "label_5": ([0, 1, 5], ValueError, "outside"),
+    "negative": ([0, -1, 2], ValueError, r"outside \[0, 3\)"),
+    "2d": ([[0, 1, 2]], ValueError, "y must be 1-D"),
+    "fraction": ([0.5, 1, 2], TypeError, "integer labels"),
+    "fraction_last": ([0.5, 1, 0], TypeError, "integer labels"),
+    "strings": (["a", "b", "c"], TypeError, "integer labels"),
+}
+
+
+@pytest.fixture(params=list(BAD_LABELS.values()), ids=list(BAD_LABELS))
+def assert_refuses_bad_labels(request):
+    """``assert_refuses_bad_labels(*funcs)``: each ``func(U, B, y)`` on a zero
+    chain of 3 steps and 3 labels raises the error and message of one case of
+    bad labels ``y`` (wrong length, out of range, 2-D, not integral)."""
+    y, err, match = request.param
+
+    def check(*funcs):
+        U, B = np.zeros((3, 3)), np.zeros((3, 3))
+        for func in funcs:
+            with pytest.raises(err, match=match):
+                func(U, B, y)
 
     return check
