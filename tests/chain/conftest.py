@@ -12,6 +12,8 @@
   central differences, through the suite's one ``assert_grad_fd``.
 * ``check_forbidden_chains``: a hypothesis property over random chains with
   ``-inf`` entries.
+* ``assert_refuses_bad_labels``: one parametrised list of bad labels that
+  every function taking ``(U, B, y)`` must refuse with the same message.
 
 The helpers are functions that hold no state, session-scoped where they can be.
 """
