@@ -196,29 +196,28 @@ def test_per_chain_B_matches_brute_force():
         assert_allclose(scores[n], best, rtol=1e-12)
 
 
-def test_log_likelihood_grad_by_finite_differences():
-    """grad_U and per-chain grad_B against central differences, all in one
-    launch: chain 0 is the base point, the others are copies with one
-    potential moved by +-h. h = 1e-5: truncation O(h^2) ~ 1e-10, rounding
-    ~ 1e-16 / h ~ 1e-11, hence atol 1e-8."""
+def test_log_likelihood_grad_by_finite_differences(assert_grad_fd):
+    """grad_U and per-chain grad_B against central differences of the value,
+    by the shared assert_grad_fd: the gradients are those of chain 0 of a
+    launch with a second chain (its own U, B and labels), the values those of
+    chain 0 alone with (U, B) moved by +-h, one launch each. h = 1e-5:
+    truncation O(h^2) ~ 1e-10, rounding ~ 1e-16 / h ~ 1e-11, hence atol 1e-8
+    (rtol 1e-7, assert_allclose's default)."""
     rng = np.random.default_rng(14)
     T, V, h = 2, 2, 1e-5
     U0, B0 = rng.standard_normal((T, V)), rng.standard_normal((V, V))
     y0 = rng.integers(0, V, T)
-    Us, Bs = [U0], [B0]
-    for which, shape in (("U", (T, V)), ("B", (V, V))):
-        for idx in np.ndindex(shape):
-            for sign in (1, -1):
-                U, B = U0.copy(), B0.copy()
-                (U if which == "U" else B)[idx] += sign * h
-                Us.append(U)
-                Bs.append(B)
-    n = len(Us)
-    values, gU, gB = chain_cuda.log_likelihood_grad_ragged(
-        np.concatenate(Us), np.full(n, T), np.stack(Bs), np.tile(y0, n))
-    fd = (values[1::2] - values[2::2]) / (2 * h)
-    assert_allclose(gU[:T].ravel(), fd[: T * V], atol=1e-8)
-    assert_allclose(gB[0].ravel(), fd[T * V :], atol=1e-8)
+    U1, B1, y1 = rng.standard_normal((3, V)), rng.standard_normal((V, V)), rng.integers(0, V, 3)
+    _, gU, gB = chain_cuda.log_likelihood_grad_ragged(
+        np.concatenate([U0, U1]), [T, 3], np.stack([B0, B1]), np.concatenate([y0, y1]))
+
+    def value(x):
+        U, B = x[: T * V].reshape(T, V), x[T * V :].reshape(1, V, V)
+        return chain_cuda.log_likelihood_grad_ragged(U, [T], B, y0)[0][0]
+
+    x0 = np.concatenate([U0.ravel(), B0.ravel()])
+    assert_grad_fd(value, x0, np.concatenate([gU[:T].ravel(), gB[0].ravel()]),
+                   h=h, rtol=1e-7, atol=1e-8)
 
 
 def test_strided_threads_and_global_memory(monkeypatch):

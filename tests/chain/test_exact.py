@@ -5,37 +5,10 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 from skgpstruct import chain
 from skgpstruct.chain import _reference as ref
-
-TINY = [(T, V) for T in range(1, 6) for V in range(1, 5)]
-
-
-def random_chain(rng, T, V, S=None, per_sample_B=False, start_end=False, scale=1.0):
-    """Random potentials as keyword arguments (U, B, start, end)."""
-    lead = () if S is None else (S,)
-    kw = {
-        "U": scale * rng.standard_normal(lead + (T, V)),
-        "B": scale * rng.standard_normal((lead if per_sample_B else ()) + (V, V)),
-    }
-    if start_end:
-        kw["start"] = scale * rng.standard_normal((lead if per_sample_B else ()) + (V,))
-        kw["end"] = scale * rng.standard_normal((lead if per_sample_B else ()) + (V,))
-    return kw
-
-
-def sample_kw(kw, s):
-    """Potentials of sample ``s`` of a batched chain."""
-    out = {}
-    for k, v in kw.items():
-        ndim = 3 if k == "U" or k == "B" else 2
-        out[k] = v[s] if (v.ndim == ndim) else v
-    return out
-
 
 def path_score(U, B, y, start=None, end=None):
     T = len(y)
@@ -47,55 +20,31 @@ def path_score(U, B, y, start=None, end=None):
     return score
 
 
-def central_diff(f, x, h):
-    """Central finite differences of scalar f at array x (same shape)."""
-    x = np.array(x, dtype=float)
-    grad = np.empty_like(x)
-    for idx in np.ndindex(x.shape):
-        xp, xm = x.copy(), x.copy()
-        xp[idx] += h
-        xm[idx] -= h
-        grad[idx] = (f(xp) - f(xm)) / (2 * h)
-    return grad
+def _log_likelihood_explicit_none(U, B, y, start=None, end=None):
+    """chain.log_likelihood with start / end always passed (None when absent)."""
+    return chain.log_likelihood(U=U, B=B, y=y, start=start, end=end)
 
 
 # --------------------------------------------------------- brute force
-@pytest.mark.parametrize("T,V", TINY)
-@pytest.mark.parametrize("start_end", [False, True])
-def test_unbatched_matches_brute_force(T, V, start_end):
-    rng = np.random.default_rng(1000 * T + 10 * V + start_end)
-    kw = random_chain(rng, T, V, start_end=start_end)
-    y = rng.integers(0, V, T)
-
-    assert_allclose(chain.log_partition(**kw), ref.brute_force_log_partition(**kw), rtol=0, atol=1e-10)
-    unary, pairwise = chain.marginals(**kw)
-    bu, bp = ref.brute_force_marginals(**kw)
-    assert_allclose(unary, bu, rtol=0, atol=1e-10)
-    assert_allclose(pairwise, bp, rtol=0, atol=1e-10)
-    assert_allclose(unary.sum(axis=1), 1.0, rtol=0, atol=1e-12)
-    assert_allclose(pairwise.sum(), T - 1, rtol=0, atol=1e-10)
-    assert_allclose(
-        chain.log_likelihood(U=kw["U"], B=kw["B"], y=y, start=kw.get("start"), end=kw.get("end")),
-        ref.brute_force_log_likelihood(y=y, **kw),
-        rtol=0,
-        atol=1e-10,
+def test_unbatched_matches_brute_force(tiny_shape, start_end, chain_problem,
+                                       assert_matches_brute_force):
+    T, V = tiny_shape
+    kw, y = chain_problem(1000 * T + 10 * V + start_end, T, V, start_end=start_end)
+    got = assert_matches_brute_force(
+        kw, y, log_partition=chain.log_partition, marginals=chain.marginals,
+        log_likelihood=_log_likelihood_explicit_none, viterbi=chain.viterbi,
     )
-    path, score = chain.viterbi(**kw)
-    bpath, bscore = ref.brute_force_viterbi(**kw)
-    assert_array_equal(path, bpath)
-    assert path.dtype == np.int64
-    assert_allclose(score, bscore, rtol=0, atol=1e-10)
-    assert_allclose(score, path_score(y=path, **kw), rtol=0, atol=1e-10)
+    assert_allclose(got.unary.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    assert_allclose(got.pairwise.sum(), T - 1, rtol=0, atol=1e-10)
+    assert got.path.dtype == np.int64
+    assert_allclose(got.score, path_score(y=got.path, **kw), rtol=0, atol=1e-10)
 
 
 @pytest.mark.parametrize("T,V", [(1, 1), (1, 3), (2, 1), (3, 2), (4, 3), (5, 4)])
 @pytest.mark.parametrize("per_sample_B", [False, True])
-@pytest.mark.parametrize("start_end", [False, True])
-def test_batched_matches_brute_force(T, V, per_sample_B, start_end):
-    rng = np.random.default_rng(7 * T + V)
+def test_batched_matches_brute_force(T, V, per_sample_B, start_end, chain_problem, sample_kw):
     S = 3
-    kw = random_chain(rng, T, V, S=S, per_sample_B=per_sample_B, start_end=start_end)
-    y = rng.integers(0, V, T)
+    kw, y = chain_problem(7 * T + V, T, V, S=S, per_sample_B=per_sample_B, start_end=start_end)
     log_z = chain.log_partition(**kw)
     unary, pairwise = chain.marginals(**kw)
     ll, gU, gB = chain.log_likelihood_grad(y=y, **kw)
@@ -114,31 +63,24 @@ def test_batched_matches_brute_force(T, V, per_sample_B, start_end):
         assert_allclose(scores[s], bscore, rtol=0, atol=1e-10)
 
 
-@settings(max_examples=50, deadline=None)
-@given(
-    T=st.integers(1, 5),
-    V=st.integers(1, 4),
-    seed=st.integers(0, 2**32 - 1),
-    p_forbid=st.sampled_from([0.0, 0.2, 0.5]),
-)
-def test_property_forbidden_entries_match_brute_force(T, V, seed, p_forbid):
+def test_property_forbidden_entries_match_brute_force(check_forbidden_chains):
     """Random -inf masks on U, B, start, end: kernels still equal enumeration."""
-    rng = np.random.default_rng(seed)
-    kw = random_chain(rng, T, V, start_end=True)
-    for k in kw:
-        kw[k][rng.random(kw[k].shape) < p_forbid] = -np.inf
-    log_z = chain.log_partition(**kw)
-    unary, pairwise = chain.marginals(**kw)
-    bu, bp = ref.brute_force_marginals(**kw)
-    assert_allclose(log_z, ref.brute_force_log_partition(**kw), rtol=0, atol=1e-10)
-    assert_allclose(unary, bu, rtol=0, atol=1e-10)
-    assert_allclose(pairwise, bp, rtol=0, atol=1e-10)
-    assert not np.isnan(unary).any() and not np.isnan(pairwise).any()
-    path, score = chain.viterbi(**kw)
-    assert_allclose(score, ref.brute_force_viterbi(**kw)[1], rtol=0, atol=1e-10)
-    if np.isfinite(log_z):
-        assert_allclose(unary.sum(axis=1), 1.0, rtol=0, atol=1e-12)
-        assert_allclose(score, path_score(y=path, **kw), rtol=0, atol=1e-10)
+
+    def check(kw, y):
+        log_z = chain.log_partition(**kw)
+        unary, pairwise = chain.marginals(**kw)
+        bu, bp = ref.brute_force_marginals(**kw)
+        assert_allclose(log_z, ref.brute_force_log_partition(**kw), rtol=0, atol=1e-10)
+        assert_allclose(unary, bu, rtol=0, atol=1e-10)
+        assert_allclose(pairwise, bp, rtol=0, atol=1e-10)
+        assert not np.isnan(unary).any() and not np.isnan(pairwise).any()
+        path, score = chain.viterbi(**kw)
+        assert_allclose(score, ref.brute_force_viterbi(**kw)[1], rtol=0, atol=1e-10)
+        if np.isfinite(log_z):
+            assert_allclose(unary.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+            assert_allclose(score, path_score(y=path, **kw), rtol=0, atol=1e-10)
+
+    check_forbidden_chains(check, p_forbid=[0.0, 0.2, 0.5])
 
 
 def test_viterbi_ties_go_to_lowest_label():
@@ -163,12 +105,9 @@ def test_viterbi_ties_go_to_lowest_label():
 
 # ------------------------------------------------------ numpy reference
 @pytest.mark.parametrize("S,per_sample_B", [(None, False), (4, False), (4, True)])
-@pytest.mark.parametrize("start_end", [False, True])
-def test_matches_numpy_reference_large(S, per_sample_B, start_end):
-    rng = np.random.default_rng(11)
+def test_matches_numpy_reference_large(S, per_sample_B, start_end, chain_problem):
     T, V = 30, 14
-    kw = random_chain(rng, T, V, S=S, per_sample_B=per_sample_B, start_end=start_end, scale=2.0)
-    y = rng.integers(0, V, T)
+    kw, y = chain_problem(11, T, V, S=S, per_sample_B=per_sample_B, start_end=start_end, scale=2.0)
     tol = {"rtol": 1e-10, "atol": 1e-10}
     assert_allclose(chain.forward_log(**kw), ref.forward_log_ref(**kw), **tol)
     assert_allclose(chain.backward_log(**kw), ref.backward_log_ref(**kw), **tol)
@@ -184,7 +123,7 @@ def test_matches_numpy_reference_large(S, per_sample_B, start_end):
     assert_allclose(score, rscore, **tol)
 
 
-def test_lattices_are_consistent():
+def test_lattices_are_consistent(random_chain):
     """fwd + bwd - log Z are the log marginals; log Z from either end agrees."""
     rng = np.random.default_rng(5)
     kw = random_chain(rng, 9, 5, start_end=True)
@@ -196,7 +135,7 @@ def test_lattices_are_consistent():
     assert_allclose(np.exp(fwd + bwd - log_z), chain.marginals(**kw)[0], rtol=1e-10)
 
 
-def test_unbatched_return_types():
+def test_unbatched_return_types(random_chain):
     rng = np.random.default_rng(0)
     kw = random_chain(rng, 4, 3)
     y = [0, 1, 2, 0]
@@ -211,7 +150,7 @@ def test_unbatched_return_types():
 
 
 # ------------------------------------------------------------ gradients
-def test_dlogz_equals_marginals_by_finite_differences():
+def test_dlogz_equals_marginals_by_finite_differences(random_chain, assert_potentials_grad_fd):
     """d log Z / dU = unary marginals and d log Z / dB = summed pairwise
     marginals. Central differences with h = 1e-5 at N(0, 1) potentials: the
     truncation error is O(h^2) ~ 1e-11 and the rounding error
@@ -219,52 +158,35 @@ def test_dlogz_equals_marginals_by_finite_differences():
     rng = np.random.default_rng(21)
     kw = random_chain(rng, 5, 3, start_end=True)
     unary, pairwise = chain.marginals(**kw)
-    h = 1e-5
-    fd_U = central_diff(lambda U: chain.log_partition(U, kw["B"], kw["start"], kw["end"]), kw["U"], h)
-    fd_B = central_diff(lambda B: chain.log_partition(kw["U"], B, kw["start"], kw["end"]), kw["B"], h)
-    assert_allclose(unary, fd_U, rtol=1e-6, atol=1e-8)
-    assert_allclose(pairwise, fd_B, rtol=1e-6, atol=1e-8)
+    assert_potentials_grad_fd(chain.log_partition, kw, {"U": unary, "B": pairwise},
+                              h=1e-5, rtol=1e-6, atol=1e-8)
 
 
 @pytest.mark.parametrize("T", [1, 2, 6])
-def test_log_likelihood_grad_by_finite_differences(T):
+def test_log_likelihood_grad_by_finite_differences(T, chain_problem, assert_potentials_grad_fd):
     """Gradients wrt U, B, start and end (the latter two read off grad_U).
     Step and tolerances as in test_dlogz_equals_marginals_by_finite_differences."""
-    rng = np.random.default_rng(31 + T)
-    V = 4
-    kw = random_chain(rng, T, V, start_end=True)
-    y = rng.integers(0, V, T)
+    kw, y = chain_problem(31 + T, T, 4, start_end=True)
     value, gU, gB = chain.log_likelihood_grad(y=y, **kw)
     assert_allclose(value, chain.log_likelihood(y=y, **kw), rtol=1e-12)
-    h, tol = 1e-5, {"rtol": 1e-6, "atol": 1e-8}
-
-    def f(**over):
-        return chain.log_likelihood(y=y, **{**kw, **over})
-
-    assert_allclose(gU, central_diff(lambda U: f(U=U), kw["U"], h), **tol)
-    assert_allclose(gB, central_diff(lambda B: f(B=B), kw["B"], h), **tol)
-    assert_allclose(gU[0], central_diff(lambda s: f(start=s), kw["start"], h), **tol)
-    assert_allclose(gU[-1], central_diff(lambda e: f(end=e), kw["end"], h), **tol)
+    assert_potentials_grad_fd(
+        lambda **kw_: chain.log_likelihood(y=y, **kw_), kw,
+        {"U": gU, "B": gB, "start": gU[0], "end": gU[-1]}, h=1e-5, rtol=1e-6, atol=1e-8,
+    )
 
 
 @pytest.mark.parametrize("per_sample_B", [False, True])
-def test_batched_grad_by_finite_differences(per_sample_B):
+def test_batched_grad_by_finite_differences(per_sample_B, chain_problem, assert_potentials_grad_fd):
     """Batched grad_B is per sample; with a shared B its sum over samples is
     the gradient of the summed log-likelihood. Step/tolerances as above."""
-    rng = np.random.default_rng(41)
     S, T, V = 3, 4, 3
-    kw = random_chain(rng, T, V, S=S, per_sample_B=per_sample_B, start_end=True)
-    y = rng.integers(0, V, T)
+    kw, y = chain_problem(41, T, V, S=S, per_sample_B=per_sample_B, start_end=True)
     values, gU, gB = chain.log_likelihood_grad(y=y, **kw)
     assert gB.shape == (S, V, V)
-    h, tol = 1e-5, {"rtol": 1e-6, "atol": 1e-8}
-
-    def f(**over):
-        return chain.log_likelihood(y=y, **{**kw, **over}).sum()
-
-    assert_allclose(gU, central_diff(lambda U: f(U=U), kw["U"], h), **tol)
-    fd_B = central_diff(lambda B: f(B=B), kw["B"], h)
-    assert_allclose(gB if per_sample_B else gB.sum(axis=0), fd_B, **tol)
+    assert_potentials_grad_fd(
+        lambda **kw_: chain.log_likelihood(y=y, **kw_).sum(), kw,
+        {"U": gU, "B": gB if per_sample_B else gB.sum(axis=0)}, h=1e-5, rtol=1e-6, atol=1e-8,
+    )
 
 
 def test_ragged_matches_per_sequence_calls():
@@ -320,11 +242,9 @@ def test_ragged_per_sequence_B_matches_per_sequence_calls(lengths):
 
 
 # ------------------------------------------------ large and -inf potentials
-def test_large_potentials_are_finite():
+def test_large_potentials_are_finite(chain_problem):
     """Potentials of magnitude 1e3 would overflow exp(); log space must not."""
-    rng = np.random.default_rng(61)
-    kw = random_chain(rng, 5, 4, start_end=True, scale=1e3)
-    y = rng.integers(0, 4, 5)
+    kw, y = chain_problem(61, 5, 4, start_end=True, scale=1e3)
     log_z = chain.log_partition(**kw)
     unary, pairwise = chain.marginals(**kw)
     value, gU, gB = chain.log_likelihood_grad(y=y, **kw)
@@ -442,23 +362,8 @@ def test_bad_dtype_raises():
         chain.viterbi(np.zeros((1, 2)), np.zeros((2, 2), dtype=complex))
 
 
-@pytest.mark.parametrize(
-    "y,err,match",
-    [
-        ([0, 1], ValueError, "y has length 2"),
-        ([0, 1, 3], ValueError, r"outside \[0, 3\)"),
-        ([0, -1, 2], ValueError, r"outside \[0, 3\)"),
-        ([[0, 1, 2]], ValueError, "y must be 1-D"),
-        ([0.5, 1, 2], TypeError, "integer labels"),
-        (["a", "b", "c"], TypeError, "integer labels"),
-    ],
-)
-def test_bad_labels_raise(y, err, match):
-    U, B = np.zeros((3, 3)), np.zeros((3, 3))
-    with pytest.raises(err, match=match):
-        chain.log_likelihood(U, B, y)
-    with pytest.raises(err, match=match):
-        chain.log_likelihood_grad(U, B, y)
+def test_bad_labels_raise(assert_refuses_bad_labels):
+    assert_refuses_bad_labels(chain.log_likelihood, chain.log_likelihood_grad)
 
 
 def test_integral_float_labels_accepted():

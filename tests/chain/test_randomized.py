@@ -16,6 +16,7 @@ Three layers:
 """
 
 import itertools
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -191,6 +192,20 @@ def _kernel_args(lowrank, tr, Bfull):
     return Bfull, EMPTY, EMPTY
 
 
+def _forward_on_random_sets(seed, T, N, Ks, lowrank, chunk):
+    """A random problem (``_problem``), a random sub-lattice with two
+    deterministic slots (``_random_sets``), the kernel's transition arguments
+    and the forward kernel's lattice on it; ``rng`` is the generator, ready
+    for further draws."""
+    rng = np.random.default_rng(seed)
+    U, tr, Bfull = _problem(rng, T, N)
+    idx, logw = _random_sets(rng, T, N, Ks, n_det=2)
+    args = _kernel_args(lowrank, tr, Bfull)
+    alpha, log_z = K.rdp_forward(U, idx, logw, *args, lowrank, chunk)
+    return SimpleNamespace(rng=rng, U=U, tr=tr, Bfull=Bfull, idx=idx, logw=logw, args=args,
+                           alpha=alpha, log_z=log_z)
+
+
 # ---------------------------------------------------------------- kernels vs numpy
 @pytest.mark.parametrize("lowrank", [False, True])
 @pytest.mark.parametrize("chunk", [2, 256])
@@ -211,14 +226,11 @@ def test_forward_kernel_matches_numpy(lowrank, chunk):
 @pytest.mark.parametrize("lowrank", [False, True])
 @pytest.mark.parametrize("chunk", [2, 256])
 def test_backward_kernel_matches_brute_force(lowrank, chunk):
-    rng = np.random.default_rng(2)
-    T, N, Ks = 4, 6, 4
-    U, tr, Bfull = _problem(rng, T, N)
-    idx, logw = _random_sets(rng, T, N, Ks, n_det=2)
-    args = _kernel_args(lowrank, tr, Bfull)
-    alpha, log_z = K.rdp_forward(U, idx, logw, *args, lowrank, chunk)
+    N = 6
+    p = _forward_on_random_sets(2, 4, N, 4, lowrank, chunk)
+    U, tr, Bfull, idx, logw, alpha, log_z = p.U, p.tr, p.Bfull, p.idx, p.logw, p.alpha, p.log_z
     beta, node, gU, gB, gL, gR, pair = K.rdp_backward(
-        U, idx, logw, *args, lowrank, alpha, log_z, chunk, N, True)
+        U, idx, logw, *p.args, lowrank, alpha, log_z, chunk, N, True)
     log_z_ref, node_ref, pair_ref, gU_ref, gB_ref = _sub_marginals_brute(U, idx, logw, Bfull)
     assert_allclose(log_z, log_z_ref, rtol=1e-12)
     assert_allclose(node, node_ref, atol=1e-12)
@@ -237,33 +249,24 @@ def test_backward_kernel_matches_brute_force(lowrank, chunk):
 
 @pytest.mark.parametrize("lowrank", [False, True])
 def test_entropy_kernel_matches_numpy(lowrank):
-    rng = np.random.default_rng(3)
-    T, N, Ks = 5, 8, 5
-    U, tr, Bfull = _problem(rng, T, N)
-    idx, logw = _random_sets(rng, T, N, Ks, n_det=2)
-    args = _kernel_args(lowrank, tr, Bfull)
-    alpha, log_z = K.rdp_forward(U, idx, logw, *args, lowrank, 3)
-    h = K.rdp_entropy(U, idx, logw, *args, lowrank, alpha, log_z, 3)
-    assert_allclose(h, _sub_entropy_ref(U, idx, logw, Bfull), rtol=1e-12)
+    p = _forward_on_random_sets(3, 5, 8, 5, lowrank, 3)
+    h = K.rdp_entropy(p.U, p.idx, p.logw, *p.args, lowrank, p.alpha, p.log_z, 3)
+    assert_allclose(h, _sub_entropy_ref(p.U, p.idx, p.logw, p.Bfull), rtol=1e-12)
 
 
 @pytest.mark.parametrize("lowrank", [False, True])
 def test_gumbel_kernel_matches_numpy(lowrank):
-    rng = np.random.default_rng(4)
-    T, N, Ks = 5, 8, 5
-    U, tr, Bfull = _problem(rng, T, N)
-    idx, logw = _random_sets(rng, T, N, Ks, n_det=2)
-    args = _kernel_args(lowrank, tr, Bfull)
-    alpha, log_z = K.rdp_forward(U, idx, logw, *args, lowrank, 3)
+    T, Ks = 5, 5
+    p = _forward_on_random_sets(4, T, 8, Ks, lowrank, 3)
     for _ in range(5):
-        G = rng.gumbel(size=(T, Ks))
-        slots, relaxed, log_prob = K.rdp_gumbel(U, idx, logw, *args, lowrank, alpha, log_z,
-                                                G, 0.7)
-        s_ref, r_ref, lp_ref = _sub_gumbel_ref(U, idx, logw, Bfull, G, 0.7)
+        G = p.rng.gumbel(size=(T, Ks))
+        slots, relaxed, log_prob = K.rdp_gumbel(p.U, p.idx, p.logw, *p.args, lowrank, p.alpha,
+                                                p.log_z, G, 0.7)
+        s_ref, r_ref, lp_ref = _sub_gumbel_ref(p.U, p.idx, p.logw, p.Bfull, G, 0.7)
         assert_array_equal(slots, s_ref)
         assert_allclose(relaxed, r_ref, atol=1e-12)
         assert_allclose(log_prob, lp_ref, rtol=1e-12)
-        assert np.all(np.isfinite(logw[np.arange(T), slots]))
+        assert np.all(np.isfinite(p.logw[np.arange(T), slots]))
 
 
 def test_sample_slots_matches_numpy():
@@ -538,7 +541,7 @@ def test_topk_is_a_lower_bound_increasing_in_k():
 
 
 @pytest.mark.parametrize("lowrank", [False, True])
-def test_gradient_matches_finite_differences(lowrank):
+def test_gradient_matches_finite_differences(lowrank, assert_grad_fd):
     """d log Z-hat equals central differences with the index sets held fixed."""
     rng = np.random.default_rng(17)
     T, N, r = 4, 7, 2
@@ -551,25 +554,16 @@ def test_gradient_matches_finite_differences(lowrank):
     def f(U_, B_):
         return randomized_log_partition(U_, B_, index_sets=sets).log_partition
 
-    h = 1e-5
-
-    def fd(x, g):
-        num = np.empty_like(x)
-        for i in np.ndindex(x.shape):
-            xp, xm = x.copy(), x.copy()
-            xp[i] += h
-            xm[i] -= h
-            num[i] = (g(xp) - g(xm)) / (2 * h)
-        return num
-
-    assert_allclose(res.unary, fd(U, lambda x: f(x, B)), rtol=1e-6, atol=1e-9)
+    fd = {"h": 1e-5, "rtol": 1e-6, "atol": 1e-9}
+    assert_grad_fd(lambda x: f(x.reshape(U.shape), B), U.ravel(), res.unary, **fd)
     if lowrank:
-        assert_allclose(res.grad_left, fd(tr.left, lambda x: f(U, (x, tr.right))),
-                        rtol=1e-6, atol=1e-9)
-        assert_allclose(res.grad_right, fd(tr.right, lambda x: f(U, (tr.left, x))),
-                        rtol=1e-6, atol=1e-9)
+        left, right = tr.left, tr.right
+        assert_grad_fd(lambda x: f(U, (x.reshape(left.shape), right)), left.ravel(),
+                       res.grad_left, **fd)
+        assert_grad_fd(lambda x: f(U, (left, x.reshape(right.shape))), right.ravel(),
+                       res.grad_right, **fd)
     else:
-        assert_allclose(res.pairwise, fd(Bfull, lambda x: f(U, x)), rtol=1e-6, atol=1e-9)
+        assert_grad_fd(lambda x: f(U, x.reshape(Bfull.shape)), Bfull.ravel(), res.pairwise, **fd)
     # sub-lattice marginals are consistent with the state gradient
     assert_allclose(res.slot_marginals.sum(axis=1), 1.0)
     assert_allclose(res.slot_pairwise.sum(axis=(1, 2)), 1.0)
