@@ -94,60 +94,61 @@ def _max_exp(x, out):
     return m
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _lse_step(x, B, bmax, E, a, acc, out, u, use_u):
+    """One step of the scaled recursion, shared by the forward and backward
+    cores: ``out[j] = log sum_i exp(x[i] + B[i, j])`` (plus ``u[j]`` when
+    ``use_u``), with ``bmax`` and ``E`` from :func:`_scaled_exp` of ``B``;
+    ``a`` and ``acc`` are scratch."""
+    V = out.shape[0]
+    m = _max_exp(x, a)
+    if m == _NEG_INF:
+        out[:] = _NEG_INF
+        return
+    acc[:] = 0.0
+    for i in range(V):
+        if a[i] != 0.0:
+            for j in range(V):
+                acc[j] += a[i] * E[i, j]
+    for j in range(V):
+        if bmax[j] == _NEG_INF or (use_u and u[j] == _NEG_INF):
+            out[j] = _NEG_INF
+        elif not use_u:
+            out[j] = m + bmax[j] + np.log(acc[j]) if acc[j] > _TINY else _lse_sum(x, B[:, j])
+        elif acc[j] > _TINY:
+            out[j] = u[j] + m + bmax[j] + np.log(acc[j])
+        else:
+            out[j] = u[j] + _lse_sum(x, B[:, j])
+
+
 @njit(cache=True, nogil=True)
 def _forward_core(Uf, B, fwd):
     """Fill fwd[t, j] = log sum of prefix scores ending in j at t; return log Z."""
     T, V = Uf.shape
     bmax, a, acc, E = np.empty(V), np.empty(V), np.empty(V), np.empty((V, V))
     _scaled_exp(B, bmax, E)
-    for j in range(V):
-        fwd[0, j] = Uf[0, j]
+    fwd[0, :] = Uf[0]
     for t in range(1, T):
-        m = _max_exp(fwd[t - 1], a)
-        if m == _NEG_INF:
-            fwd[t, :] = _NEG_INF
-            continue
-        acc[:] = 0.0
-        for i in range(V):
-            if a[i] != 0.0:
-                for j in range(V):
-                    acc[j] += a[i] * E[i, j]
-        for j in range(V):
-            if Uf[t, j] == _NEG_INF or bmax[j] == _NEG_INF:
-                fwd[t, j] = _NEG_INF
-            elif acc[j] > _TINY:
-                fwd[t, j] = Uf[t, j] + m + bmax[j] + np.log(acc[j])
-            else:
-                fwd[t, j] = Uf[t, j] + _lse_sum(fwd[t - 1], B[:, j])
+        _lse_step(fwd[t - 1], B, bmax, E, a, acc, fwd[t], Uf[t], True)
     return _lse(fwd[T - 1])
 
 
 @njit(cache=True, nogil=True)
 def _backward_core(Uf, B, bwd, tmp):
-    """Fill bwd[t, i] = log sum of suffix scores after (t, i); bwd[T-1] = 0."""
+    """Fill bwd[t, i] = log sum of suffix scores after (t, i); bwd[T-1] = 0.
+
+    The forward step on ``B.T``: ``bmax`` holds the row maxima of B and
+    ``F[j, i] = exp(B[i, j] - bmax[i])``, without a unary term.
+    """
     T, V = Uf.shape
     bmax, e, acc, F = np.empty(V), np.empty(V), np.empty(V), np.empty((V, V))
-    _scaled_exp(B.T, bmax, F)  # bmax: row maxima of B, F[j, i] = exp(B[i, j] - bmax[i])
+    BT = B.T
+    _scaled_exp(BT, bmax, F)
     bwd[T - 1, :] = 0.0
     for t in range(T - 2, -1, -1):
         for j in range(V):
             tmp[j] = Uf[t + 1, j] + bwd[t + 1, j]
-        m = _max_exp(tmp, e)
-        if m == _NEG_INF:
-            bwd[t, :] = _NEG_INF
-            continue
-        acc[:] = 0.0
-        for j in range(V):
-            if e[j] != 0.0:
-                for i in range(V):
-                    acc[i] += e[j] * F[j, i]
-        for i in range(V):
-            if bmax[i] == _NEG_INF:
-                bwd[t, i] = _NEG_INF
-            elif acc[i] > _TINY:
-                bwd[t, i] = bmax[i] + m + np.log(acc[i])
-            else:
-                bwd[t, i] = _lse_sum(tmp, B[i])
+        _lse_step(tmp, BT, bmax, F, e, acc, bwd[t], tmp, False)
 
 
 @njit(cache=True, nogil=True)
