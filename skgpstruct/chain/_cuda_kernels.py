@@ -162,34 +162,29 @@ def chain_helpers(c, h):
         return v
 
     @cuda.jit(device=True)
-    def lse_into(fwd, row, B, b, j, V):
-        """log sum_i exp(fwd[row, i] + B[b, i, j]) (exact two-pass)."""
-        m = NEG
-        for i in range(V):
-            v = fwd[row, i] + B[b, i, j]
-            if v > m:
-                m = v
-        if m == NEG:
-            return NEG
-        s = ZERO
-        for i in range(V):
-            s += math.exp(fwd[row, i] + B[b, i, j] - m)
-        return m + math.log(s)
+    def lse_term(U, start, end, a, T, x, t, B, b, fixed, k, si, ei, backward):
+        """Term k of :func:`lse_step`: ``x[a + t, k] + B[b, k, fixed]``, or
+        ``Uf[t, k] + x[a + t, k] + B[b, fixed, k]`` when ``backward``."""
+        if backward:
+            return unary(U, start, end, a, T, t, k, si, ei) + x[a + t, k] + B[b, fixed, k]
+        return x[a + t, k] + B[b, k, fixed]
 
     @cuda.jit(device=True)
-    def lse_from(U, start, end, bwd, a, T, t, B, b, i, V, si, ei):
-        """log sum_j exp(Uf[t + 1, j] + bwd[a + t + 1, j] + B[b, i, j])."""
+    def lse_step(U, start, end, a, T, x, t, B, b, fixed, si, ei, backward):
+        """Exact two-pass log-sum-exp over k of :func:`lse_term`: the forward
+        step ``log sum_i exp(fwd[a + t, i] + B[b, i, j])`` (``fixed = j``) or
+        the backward one ``log sum_j exp(Uf[t, j] + bwd[a + t, j] + B[b, i,
+        j])`` (``fixed = i``)."""
         m = NEG
-        for j in range(V):
-            v = unary(U, start, end, a, T, t + 1, j, si, ei) + bwd[a + t + 1, j] + B[b, i, j]
+        for k in range(U.shape[1]):
+            v = lse_term(U, start, end, a, T, x, t, B, b, fixed, k, si, ei, backward)
             if v > m:
                 m = v
         if m == NEG:
             return NEG
         s = ZERO
-        for j in range(V):
-            v = unary(U, start, end, a, T, t + 1, j, si, ei) + bwd[a + t + 1, j] + B[b, i, j]
-            s += math.exp(v - m)
+        for k in range(U.shape[1]):
+            s += math.exp(lse_term(U, start, end, a, T, x, t, B, b, fixed, k, si, ei, backward) - m)
         return m + math.log(s)
 
     @cuda.jit(device=True)
@@ -210,8 +205,7 @@ def chain_helpers(c, h):
             return s
         return Bd[i, j]
 
-    return dict(unary=unary, lse_into=lse_into, lse_from=lse_from, chain_rows=chain_rows,
-                edge=edge)
+    return dict(unary=unary, lse_step=lse_step, chain_rows=chain_rows, edge=edge)
 
 
 def flat_kernels(c, h):
@@ -270,7 +264,7 @@ def fb_steps(c, h):
     """Device functions of ``fb``: the scaled forward and backward recursions."""
     NEG, ZERO, TINY = c.NEG, c.ZERO, c.TINY
     block_reduce, block_row_max = h["block_reduce"], h["block_row_max"]
-    unary, lse_into, lse_from = h["unary"], h["lse_into"], h["lse_from"]
+    unary, lse_step = h["unary"], h["lse_step"]
 
     @cuda.jit(device=True)
     def forward(U, start, end, a, T, b, si, ei, B, M, bmax, fwd, vec, red):
@@ -299,7 +293,8 @@ def fb_steps(c, h):
                     elif acc > TINY:
                         out = u + m + bm + math.log(acc)
                     else:
-                        out = u + lse_into(fwd, a + t - 1, B, b, j, V)
+                        out = u + lse_step(U, start, end, a, T, fwd, t - 1, B, b, j, si, ei,
+                                           False)
                     fwd[a + t, j] = out
             cuda.syncthreads()
 
@@ -335,7 +330,7 @@ def fb_steps(c, h):
                     elif acc > TINY:
                         out = rm + m + math.log(acc)
                     else:
-                        out = lse_from(U, start, end, bwd, a, T, t, B, b, i, V, si, ei)
+                        out = lse_step(U, start, end, a, T, bwd, t + 1, B, b, i, si, ei, True)
                     bwd[a + t, i] = out
             cuda.syncthreads()
 

@@ -94,60 +94,61 @@ def _max_exp(x, out):
     return m
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _lse_step(x, B, bmax, E, a, acc, out, u, use_u):
+    """One step of the scaled recursion, shared by the forward and backward
+    cores: ``out[j] = log sum_i exp(x[i] + B[i, j])`` (plus ``u[j]`` when
+    ``use_u``), with ``bmax`` and ``E`` from :func:`_scaled_exp` of ``B``;
+    ``a`` and ``acc`` are scratch."""
+    V = out.shape[0]
+    m = _max_exp(x, a)
+    if m == _NEG_INF:
+        out[:] = _NEG_INF
+        return
+    acc[:] = 0.0
+    for i in range(V):
+        if a[i] != 0.0:
+            for j in range(V):
+                acc[j] += a[i] * E[i, j]
+    for j in range(V):
+        if bmax[j] == _NEG_INF or (use_u and u[j] == _NEG_INF):
+            out[j] = _NEG_INF
+        elif not use_u:
+            out[j] = m + bmax[j] + np.log(acc[j]) if acc[j] > _TINY else _lse_sum(x, B[:, j])
+        elif acc[j] > _TINY:
+            out[j] = u[j] + m + bmax[j] + np.log(acc[j])
+        else:
+            out[j] = u[j] + _lse_sum(x, B[:, j])
+
+
 @njit(cache=True, nogil=True)
 def _forward_core(Uf, B, fwd):
     """Fill fwd[t, j] = log sum of prefix scores ending in j at t; return log Z."""
     T, V = Uf.shape
     bmax, a, acc, E = np.empty(V), np.empty(V), np.empty(V), np.empty((V, V))
     _scaled_exp(B, bmax, E)
-    for j in range(V):
-        fwd[0, j] = Uf[0, j]
+    fwd[0, :] = Uf[0]
     for t in range(1, T):
-        m = _max_exp(fwd[t - 1], a)
-        if m == _NEG_INF:
-            fwd[t, :] = _NEG_INF
-            continue
-        acc[:] = 0.0
-        for i in range(V):
-            if a[i] != 0.0:
-                for j in range(V):
-                    acc[j] += a[i] * E[i, j]
-        for j in range(V):
-            if Uf[t, j] == _NEG_INF or bmax[j] == _NEG_INF:
-                fwd[t, j] = _NEG_INF
-            elif acc[j] > _TINY:
-                fwd[t, j] = Uf[t, j] + m + bmax[j] + np.log(acc[j])
-            else:
-                fwd[t, j] = Uf[t, j] + _lse_sum(fwd[t - 1], B[:, j])
+        _lse_step(fwd[t - 1], B, bmax, E, a, acc, fwd[t], Uf[t], True)
     return _lse(fwd[T - 1])
 
 
 @njit(cache=True, nogil=True)
 def _backward_core(Uf, B, bwd, tmp):
-    """Fill bwd[t, i] = log sum of suffix scores after (t, i); bwd[T-1] = 0."""
+    """Fill bwd[t, i] = log sum of suffix scores after (t, i); bwd[T-1] = 0.
+
+    The forward step on ``B.T``: ``bmax`` holds the row maxima of B and
+    ``F[j, i] = exp(B[i, j] - bmax[i])``, without a unary term.
+    """
     T, V = Uf.shape
     bmax, e, acc, F = np.empty(V), np.empty(V), np.empty(V), np.empty((V, V))
-    _scaled_exp(B.T, bmax, F)  # bmax: row maxima of B, F[j, i] = exp(B[i, j] - bmax[i])
+    BT = B.T
+    _scaled_exp(BT, bmax, F)
     bwd[T - 1, :] = 0.0
     for t in range(T - 2, -1, -1):
         for j in range(V):
             tmp[j] = Uf[t + 1, j] + bwd[t + 1, j]
-        m = _max_exp(tmp, e)
-        if m == _NEG_INF:
-            bwd[t, :] = _NEG_INF
-            continue
-        acc[:] = 0.0
-        for j in range(V):
-            if e[j] != 0.0:
-                for i in range(V):
-                    acc[i] += e[j] * F[j, i]
-        for i in range(V):
-            if bmax[i] == _NEG_INF:
-                bwd[t, i] = _NEG_INF
-            elif acc[i] > _TINY:
-                bwd[t, i] = bmax[i] + m + np.log(acc[i])
-            else:
-                bwd[t, i] = _lse_sum(tmp, B[i])
+        _lse_step(tmp, BT, bmax, F, e, acc, bwd[t], tmp, False)
 
 
 @njit(cache=True, nogil=True)
@@ -196,6 +197,17 @@ def _marginals_core(Uf, B, fwd, bwd, log_z, unary, pairwise):
 
 
 @njit(cache=True, nogil=True)
+def _fb_core(Uf, B, fwd, bwd, tmp, unary, pairwise):
+    """Forward-backward of one sequence: the lattices, its unary marginals
+    and (overwritten) summed pairwise marginals; return log Z."""
+    log_z = _forward_core(Uf, B, fwd)
+    _backward_core(Uf, B, bwd, tmp)
+    pairwise[:, :] = 0.0
+    _marginals_core(Uf, B, fwd, bwd, log_z, unary, pairwise)
+    return log_z
+
+
+@njit(cache=True, nogil=True)
 def _path_score(Uf, B, y):
     T = Uf.shape[0]
     score = Uf[0, y[0]]
@@ -207,11 +219,9 @@ def _path_score(Uf, B, y):
 @njit(cache=True, nogil=True)
 def _ll_grad_core(Uf, B, y, fwd, bwd, tmp, gU, gB):
     """log p(y) of one sequence; writes gU = onehot(y) - unary marginals and
-    gB = pair counts(y) - summed pairwise marginals (gB must be 0 on entry)."""
+    gB = pair counts(y) - summed pairwise marginals."""
     T, V = Uf.shape
-    log_z = _forward_core(Uf, B, fwd)
-    _backward_core(Uf, B, bwd, tmp)
-    _marginals_core(Uf, B, fwd, bwd, log_z, gU, gB)
+    log_z = _fb_core(Uf, B, fwd, bwd, tmp, gU, gB)
     for t in range(T):
         for j in range(V):
             gU[t, j] = -gU[t, j]
@@ -264,6 +274,12 @@ def _load(U, B, start, end, s, Uf):
 
 
 @njit(cache=True, nogil=True)
+def _scratch(T, V):
+    """Buffers of the cores for sequences up to length T: Uf, fwd, bwd, tmp."""
+    return np.empty((T, V)), np.empty((T, V)), np.empty((T, V)), np.empty(V)
+
+
+@njit(cache=True, nogil=True)
 def _max_length(offsets):
     T_max = 0
     for n in range(offsets.shape[0] - 1):
@@ -272,13 +288,18 @@ def _max_length(offsets):
 
 
 @njit(cache=True, nogil=True)
-def _forward_kernel(U, B, start, end, fwd):
+def _forward_kernel(U, B, start, end, y, fwd):
+    """Forward lattices per sample; return log Z, or log p(y) if ``y`` is not empty."""
     S, T, V = U.shape
-    log_z = np.empty(S)
+    out = np.empty(S)
     Uf = np.empty((T, V))
     for s in range(S):
-        log_z[s] = _forward_core(Uf, _load(U, B, start, end, s, Uf), fwd[s])
-    return log_z
+        Bs = _load(U, B, start, end, s, Uf)
+        out[s] = _forward_core(Uf, Bs, fwd[s])
+        if y.shape[0] > 0:
+            score = _path_score(Uf, Bs, y)
+            out[s] = _NEG_INF if score == _NEG_INF else score - out[s]
+    return out
 
 
 @njit(cache=True, nogil=True)
@@ -291,48 +312,19 @@ def _backward_kernel(U, B, start, end, bwd):
 
 
 @njit(cache=True, nogil=True)
-def _marginals_kernel(U, B, start, end, unary, pairwise):
-    S, T, V = U.shape
-    log_z = np.empty(S)
-    Uf = np.empty((T, V))
-    fwd = np.empty((T, V))
-    bwd = np.empty((T, V))
-    tmp = np.empty(V)
-    for s in range(S):
-        Bs = _load(U, B, start, end, s, Uf)
-        log_z[s] = _forward_core(Uf, Bs, fwd)
-        _backward_core(Uf, Bs, bwd, tmp)
-        pairwise[s, :, :] = 0.0
-        _marginals_core(Uf, Bs, fwd, bwd, log_z[s], unary[s], pairwise[s])
-    return log_z
-
-
-@njit(cache=True, nogil=True)
-def _log_likelihood_kernel(U, B, start, end, y):
+def _fb_kernel(U, B, start, end, y, unary, pairwise):
+    """Forward-backward per sample: log Z, unary and summed pairwise
+    marginals when ``y`` is empty; otherwise log p(y) and its gradients
+    (``onehot(y) -`` the unary marginals, pair counts ``-`` the pairwise)."""
     S, T, V = U.shape
     out = np.empty(S)
-    Uf = np.empty((T, V))
-    fwd = np.empty((T, V))
+    Uf, fwd, bwd, tmp = _scratch(T, V)
     for s in range(S):
         Bs = _load(U, B, start, end, s, Uf)
-        log_z = _forward_core(Uf, Bs, fwd)
-        score = _path_score(Uf, Bs, y)
-        out[s] = _NEG_INF if score == _NEG_INF else score - log_z
-    return out
-
-
-@njit(cache=True, nogil=True)
-def _ll_grad_kernel(U, B, start, end, y, gU, gB):
-    S, T, V = U.shape
-    out = np.empty(S)
-    Uf = np.empty((T, V))
-    fwd = np.empty((T, V))
-    bwd = np.empty((T, V))
-    tmp = np.empty(V)
-    for s in range(S):
-        Bs = _load(U, B, start, end, s, Uf)
-        gB[s, :, :] = 0.0
-        out[s] = _ll_grad_core(Uf, Bs, y, fwd, bwd, tmp, gU[s], gB[s])
+        if y.shape[0] == 0:
+            out[s] = _fb_core(Uf, Bs, fwd, bwd, tmp, unary[s], pairwise[s])
+        else:
+            out[s] = _ll_grad_core(Uf, Bs, y, fwd, bwd, tmp, unary[s], pairwise[s])
     return out
 
 
@@ -350,29 +342,27 @@ def _viterbi_kernel(U, B, start, end, paths):
 
 # ------------------------------------------------------------- ragged kernels
 @njit(cache=True, nogil=True)
-def _ll_grad_ragged_kernel(U, offsets, B, start, end, y, gU, gB):
-    """Sequences stacked in U (n_tokens, V), sequence n in rows
-    offsets[n]:offsets[n+1]; B of shape (1, V, V) (shared: gB (1, V, V)
-    summed over sequences) or (n_sequences, V, V) (gB per sequence)."""
+def _fb_ragged_kernel(U, offsets, B, start, end, y, unary, pairwise):
+    """:func:`_fb_kernel` for sequences stacked in U (n_tokens, V), sequence
+    n in rows offsets[n]:offsets[n+1], with ``unary`` and ``y`` stacked alike;
+    B of shape (1, V, V) or (n_sequences, V, V). ``pairwise`` is per sequence
+    (n_sequences, V, V), or (1, V, V) summed over the sequences."""
     N = offsets.shape[0] - 1
     V = U.shape[1]
-    shared = B.shape[0] == 1
     out = np.empty(N)
-    T_max = _max_length(offsets)
-    Uf = np.empty((T_max, V))
-    fwd = np.empty((T_max, V))
-    bwd = np.empty((T_max, V))
-    tmp = np.empty(V)
-    gB_n = np.empty((V, V))
-    gB[:, :, :] = 0.0
+    Uf, fwd, bwd, tmp = _scratch(_max_length(offsets), V)
+    pw = np.empty((V, V))
+    pairwise[:, :, :] = 0.0
     for n in range(N):
         a, b = offsets[n], offsets[n + 1]
         T = b - a
-        m = 0 if shared else n
+        Bn = B[n if B.shape[0] > 1 else 0]
         _fold(U[a:b], start, end, Uf[:T])
-        gB_n[:, :] = 0.0
-        out[n] = _ll_grad_core(Uf[:T], B[m], y[a:b], fwd[:T], bwd[:T], tmp, gU[a:b], gB_n)
-        gB[m] += gB_n
+        if y.shape[0] == 0:
+            out[n] = _fb_core(Uf[:T], Bn, fwd[:T], bwd[:T], tmp, unary[a:b], pw)
+        else:
+            out[n] = _ll_grad_core(Uf[:T], Bn, y[a:b], fwd[:T], bwd[:T], tmp, unary[a:b], pw)
+        pairwise[n if pairwise.shape[0] > 1 else 0] += pw
     return out
 
 
@@ -395,28 +385,3 @@ def _viterbi_ragged_kernel(U, offsets, B, start, end, paths):
         scores[n] = _viterbi_core(Uf[:T], B[0 if shared else n], delta[:T], back[:T],
                                   paths[a:b])
     return scores
-
-
-@njit(cache=True, nogil=True)
-def _marginals_ragged_kernel(U, offsets, B, start, end, unary, pairwise):
-    """Marginals for sequences stacked in U; pairwise (N, V, V) per sequence;
-    B of shape (1, V, V) or (n_sequences, V, V)."""
-    N = offsets.shape[0] - 1
-    V = U.shape[1]
-    shared = B.shape[0] == 1
-    log_z = np.empty(N)
-    T_max = _max_length(offsets)
-    Uf = np.empty((T_max, V))
-    fwd = np.empty((T_max, V))
-    bwd = np.empty((T_max, V))
-    tmp = np.empty(V)
-    for n in range(N):
-        a, b = offsets[n], offsets[n + 1]
-        T = b - a
-        Bn = B[0 if shared else n]
-        _fold(U[a:b], start, end, Uf[:T])
-        log_z[n] = _forward_core(Uf[:T], Bn, fwd[:T])
-        _backward_core(Uf[:T], Bn, bwd[:T], tmp)
-        pairwise[n, :, :] = 0.0
-        _marginals_core(Uf[:T], Bn, fwd[:T], bwd[:T], log_z[n], unary[a:b], pairwise[n])
-    return log_z

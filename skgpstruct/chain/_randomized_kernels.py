@@ -43,10 +43,13 @@ NEG_INF = -np.inf
 
 
 @njit(cache=True, nogil=True)
-def _edge_block_to(B, left, right, lowrank, Lp, prev, cur, l0, l1, out):
+def _edge_block(B, left, right, lowrank, Lp, prev, cur, l0, l1, out):
     """``out[l - l0, k] = B[prev[k], cur[l]]`` for ``l`` in ``[l0, l1)``.
 
     ``Lp`` is ``left[prev]`` (gathered once per step) in the low-rank case.
+    The backward pass's blocks ``out[k - k0, l] = B[prev[k], cur[l]]`` are
+    this on the transposed chain: ``B.T``, ``right`` and ``left`` swapped,
+    ``Lp = right[cur]``, ``prev`` and ``cur`` swapped.
     """
     n_prev = prev.shape[0]
     if lowrank:
@@ -62,30 +65,19 @@ def _edge_block_to(B, left, right, lowrank, Lp, prev, cur, l0, l1, out):
 
 
 @njit(cache=True, nogil=True)
-def _edge_block_from(B, left, right, lowrank, Rc, prev, cur, k0, k1, out):
-    """``out[k - k0, l] = B[prev[k], cur[l]]`` for ``k`` in ``[k0, k1)``.
-
-    ``Rc`` is ``right[cur]`` (gathered once per step) in the low-rank case.
-    """
-    n_cur = cur.shape[0]
-    if lowrank:
-        Lc = np.empty((k1 - k0, left.shape[1]))
-        for k in range(k0, k1):
-            Lc[k - k0] = left[prev[k]]
-        out[: k1 - k0] = np.dot(Lc, Rc.T)
-    else:
-        for k in range(k0, k1):
-            row = prev[k]
-            for l in range(n_cur):
-                out[k - k0, l] = B[row, cur[l]]
-
-
-@njit(cache=True, nogil=True)
 def _gather_rows(E, rows):
     out = np.empty((rows.shape[0], E.shape[1]))
     for k in range(rows.shape[0]):
         out[k] = E[rows[k]]
     return out
+
+
+@njit(cache=True, nogil=True)
+def _left_rows(left, lowrank, rows):
+    """``left[rows]`` for low-rank transitions, an empty array otherwise."""
+    if lowrank:
+        return _gather_rows(left, rows)
+    return np.empty((0, 0))
 
 
 @njit(cache=True, nogil=True)
@@ -167,15 +159,12 @@ def rdp_forward(U, idx, logw, B, left, right, lowrank, chunk):
         alpha[0, k] = U[0, idx[0, k]] + logw[0, k]
     c = min(chunk, K)
     blk = np.empty((c, K))
-    Lp = np.empty((0, 0))
     for t in range(1, T):
-        prev = idx[t - 1]
-        cur = idx[t]
-        if lowrank:
-            Lp = _gather_rows(left, prev)
+        prev, cur = idx[t - 1], idx[t]
+        Lp = _left_rows(left, lowrank, prev)
         for l0 in range(0, K, c):
             l1 = min(K, l0 + c)
-            _edge_block_to(B, left, right, lowrank, Lp, prev, cur, l0, l1, blk)
+            _edge_block(B, left, right, lowrank, Lp, prev, cur, l0, l1, blk)
             for l in range(l0, l1):
                 node = U[t, cur[l]] + logw[t, l]
                 if node == NEG_INF:
@@ -230,7 +219,7 @@ def rdp_backward_into(U, idx, logw, B, left, right, lowrank, alpha, log_z, chunk
             gR_sub[:] = 0.0
         for k0 in range(0, K, c):
             k1 = min(K, k0 + c)
-            _edge_block_from(B, left, right, lowrank, Rc, prev, cur, k0, k1, blk)
+            _edge_block(B.T, right, left, lowrank, Rc, cur, prev, k0, k1, blk)
             for k in range(k0, k1):
                 row = k - k0
                 m = NEG_INF
@@ -343,16 +332,11 @@ def rdp_entropy(U, idx, logw, B, left, right, lowrank, alpha, log_z, chunk):
     c = min(chunk, K)
     blk = np.empty((c, K))
     v = np.empty(K)
-    Lp = np.empty((0, 0))
     for t in range(1, T):
-        prev = idx[t - 1]
-        cur = idx[t]
-        if lowrank:
-            Lp = _gather_rows(left, prev)
+        Lp = _left_rows(left, lowrank, idx[t - 1])
         for l0 in range(0, K, c):
-            l1 = min(K, l0 + c)
-            _edge_block_to(B, left, right, lowrank, Lp, prev, cur, l0, l1, blk)
-            for l in range(l0, l1):
+            _edge_block(B, left, right, lowrank, Lp, idx[t - 1], idx[t], l0, min(K, l0 + c), blk)
+            for l in range(l0, min(K, l0 + c)):
                 for k in range(K):
                     v[k] = alpha[t - 1, k] + blk[l - l0, k]
                 lse = _lse(v)

@@ -35,15 +35,12 @@ live in :mod:`skgpstruct.chain._reference`.
 import numpy as np
 
 from ._exact_kernels import (
-    _forward_kernel,
     _backward_kernel,
-    _marginals_kernel,
-    _log_likelihood_kernel,
-    _ll_grad_kernel,
+    _fb_kernel,
+    _fb_ragged_kernel,
+    _forward_kernel,
     _viterbi_kernel,
-    _ll_grad_ragged_kernel,
     _viterbi_ragged_kernel,
-    _marginals_ragged_kernel,
 )
 from ._utils import _as_real_array, check_labels, check_lengths, check_potentials
 
@@ -60,12 +57,25 @@ __all__ = [
     "marginals_ragged",
 ]
 
+# Passed as ``y`` to the forward(-backward) kernels: log Z / marginals, no labels.
+_NO_LABELS = np.empty(0, dtype=np.int64)
+
+
 # ------------------------------------------------------------ public wrappers
-def _unwrap(x, batched):
-    """Drop the sample axis of unbatched results (scalars become floats)."""
+def _batched_call(kernel, outputs, U, B, start, end, y=None):
+    """Check the potentials (and labels ``y``), allocate ``outputs`` (each
+    "lattice" (S, T, V), "pair" (S, V, V) or "path" (S, T)), run ``kernel``
+    on them; return its result followed by the outputs, without the sample
+    axis for unbatched ``U`` (per-sample scalars become floats)."""
+    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    S, T, V = U3.shape
+    shapes = {"lattice": (S, T, V), "pair": (S, V, V), "path": (S, T)}
+    arrays = [np.empty(shapes[o], dtype=np.int64 if o == "path" else float) for o in outputs]
+    labels = () if y is None else (y if y is _NO_LABELS else check_labels(y, T, V),)
+    results = (kernel(U3, B3, st, en, *labels, *arrays), *arrays)
     if batched:
-        return x
-    return float(x[0]) if x.ndim == 1 else x[0]
+        return results
+    return tuple(None if x is None else float(x[0]) if x.ndim == 1 else x[0] for x in results)
 
 
 def forward_log(U, B, start=None, end=None):
@@ -96,10 +106,7 @@ def forward_log(U, B, start=None, end=None):
     array([[0.        , 0.        ],
            [0.69314718, 0.69314718]])
     """
-    U3, B3, st, en, batched = check_potentials(U, B, start, end)
-    fwd = np.empty_like(U3)
-    _forward_kernel(U3, B3, st, en, fwd)
-    return fwd if batched else fwd[0]
+    return _batched_call(_forward_kernel, ["lattice"], U, B, start, end, _NO_LABELS)[1]
 
 
 def backward_log(U, B, start=None, end=None):
@@ -127,10 +134,7 @@ def backward_log(U, B, start=None, end=None):
     array([[0.69314718, 0.69314718],
            [0.        , 0.        ]])
     """
-    U3, B3, st, en, batched = check_potentials(U, B, start, end)
-    bwd = np.empty_like(U3)
-    _backward_kernel(U3, B3, st, en, bwd)
-    return bwd if batched else bwd[0]
+    return _batched_call(_backward_kernel, ["lattice"], U, B, start, end)[1]
 
 
 def log_partition(U, B, start=None, end=None):
@@ -153,9 +157,7 @@ def log_partition(U, B, start=None, end=None):
     >>> round(log_partition(np.zeros((3, 2)), np.zeros((2, 2))), 6)  # log 2**3
     2.079442
     """
-    U3, B3, st, en, batched = check_potentials(U, B, start, end)
-    fwd = np.empty_like(U3)
-    return _unwrap(_forward_kernel(U3, B3, st, en, fwd), batched)
+    return _batched_call(_forward_kernel, ["lattice"], U, B, start, end, _NO_LABELS)[0]
 
 
 def marginals(U, B, start=None, end=None):
@@ -188,12 +190,7 @@ def marginals(U, B, start=None, end=None):
     array([[0.25, 0.25],
            [0.25, 0.25]])
     """
-    U3, B3, st, en, batched = check_potentials(U, B, start, end)
-    S, T, V = U3.shape
-    unary = np.empty_like(U3)
-    pairwise = np.empty((S, V, V))
-    _marginals_kernel(U3, B3, st, en, unary, pairwise)
-    return (unary, pairwise) if batched else (unary[0], pairwise[0])
+    return _batched_call(_fb_kernel, ["lattice", "pair"], U, B, start, end, _NO_LABELS)[1:]
 
 
 def log_likelihood(U, B, y, start=None, end=None):
@@ -219,9 +216,7 @@ def log_likelihood(U, B, y, start=None, end=None):
     >>> round(log_likelihood(np.zeros((3, 2)), np.zeros((2, 2)), [0, 1, 1]), 6)
     -2.079442
     """
-    U3, B3, st, en, batched = check_potentials(U, B, start, end)
-    y = check_labels(y, U3.shape[1], U3.shape[2])
-    return _unwrap(_log_likelihood_kernel(U3, B3, st, en, y), batched)
+    return _batched_call(_forward_kernel, ["lattice"], U, B, start, end, y)[0]
 
 
 def log_likelihood_grad(U, B, y, start=None, end=None):
@@ -264,15 +259,7 @@ def log_likelihood_grad(U, B, y, start=None, end=None):
     array([[-0.25,  0.75],
            [-0.25, -0.25]])
     """
-    U3, B3, st, en, batched = check_potentials(U, B, start, end)
-    S, T, V = U3.shape
-    y = check_labels(y, T, V)
-    gU = np.empty_like(U3)
-    gB = np.empty((S, V, V))
-    values = _ll_grad_kernel(U3, B3, st, en, y, gU, gB)
-    if batched:
-        return values, gU, gB
-    return float(values[0]), gU[0], gB[0]
+    return _batched_call(_fb_kernel, ["lattice", "pair"], U, B, start, end, y)
 
 
 def viterbi(U, B, start=None, end=None):
@@ -305,12 +292,8 @@ def viterbi(U, B, start=None, end=None):
     >>> viterbi(U, np.zeros((2, 2)))
     (array([0, 1, 0]), 3.0)
     """
-    U3, B3, st, en, batched = check_potentials(U, B, start, end)
-    paths = np.empty(U3.shape[:2], dtype=np.int64)
-    scores = _viterbi_kernel(U3, B3, st, en, paths)
-    if batched:
-        return paths, scores
-    return paths[0], float(scores[0])
+    scores, paths = _batched_call(_viterbi_kernel, ["path"], U, B, start, end)
+    return paths, scores
 
 
 def _check_ragged(U, lengths, B, start, end):
@@ -377,7 +360,7 @@ def log_likelihood_grad_ragged(U, lengths, B, y, start=None, end=None):
     y = check_labels(y, U2.shape[0], U2.shape[1])
     gU = np.empty_like(U2)
     gB = np.empty_like(B3)
-    values = _ll_grad_ragged_kernel(U2, offsets, B3, st, en, y, gU, gB)
+    values = _fb_ragged_kernel(U2, offsets, B3, st, en, y, gU, gB)
     return values, gU, (gB if per_chain else gB[0])
 
 
@@ -446,5 +429,5 @@ def marginals_ragged(U, lengths, B, start=None, end=None):
     U2, offsets, B3, st, en, _ = _check_ragged(U, lengths, B, start, end)
     unary = np.empty_like(U2)
     pairwise = np.empty((offsets.shape[0] - 1,) + B3.shape[1:])
-    _marginals_ragged_kernel(U2, offsets, B3, st, en, unary, pairwise)
+    _fb_ragged_kernel(U2, offsets, B3, st, en, _NO_LABELS, unary, pairwise)
     return unary, pairwise
