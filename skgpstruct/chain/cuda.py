@@ -148,8 +148,12 @@ def marginals_ragged(U, lengths, B, start=None, end=None, *, to_host=True):
 
     Parameters
     ----------
-    U, lengths, B, start, end, to_host
+    U : array-like or device array of shape (n_tokens, n_labels)
+        Unary potentials of the chains, stacked.
+    lengths, B, start, end
         As in :func:`log_partition_ragged`.
+    to_host : bool, default=True
+        Whether to copy the results to the host (else device arrays).
 
     Returns
     -------

@@ -405,7 +405,8 @@ def marginals_ragged(U, lengths, B, start=None, end=None):
     Parameters
     ----------
     U, lengths, B, start, end
-        As in :func:`viterbi_ragged`.
+        The stacked potentials, the sequence lengths and the transitions,
+        as in :func:`viterbi_ragged`.
 
     Returns
     -------
