@@ -354,8 +354,9 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         return self.q_mu_.shape[0] == self.n_components
 
     def _init_params(self, data, warm, rng):
-        """Flat starting vector (variational parameters, then the learned
-        hyperparameters) and the layout of its variational part."""
+        """Starting :class:`VariationalParams`: the fitted ones on a warm
+        start; else ``kernel_``, inducing points and label-fraction means
+        from the training data."""
         V = len(self.classes_)
         coupled = self.posterior == "coupled"
         # Drawn whether or not they are used, so that a warm start sees the

@@ -133,10 +133,11 @@ class ELBOObjective:
         self.y_flat = _check_labels(y_flat, self.X_flat.shape[0], layout.n_classes)
         self._base = kernel
         if hyperparameters == "scale":
-            if not (isinstance(kernel, Product) and split_kernel_scale(kernel)[1] > 0):
+            base, factor = split_kernel_scale(kernel)
+            if not (isinstance(kernel, Product) and factor > 0):
                 raise ValueError("hyperparameters='scale' needs a kernel "
                                  "ConstantKernel(c) * base.")
-            self._base = split_kernel_scale(kernel)[0]
+            self._base = base
         n_hyper = {"none": 0, "all": kernel.n_dims, "scale": 1}[hyperparameters]
         if layout.n_hyperparameters != n_hyper:
             raise ValueError(f"layout has {layout.n_hyperparameters} hyperparameters, "
