@@ -6,6 +6,13 @@ and checks that they line up sequence by sequence before flattening them, so
 that a misaligned prediction is an error, not a silently wrong score. The
 scorers at the bottom (``flat_accuracy``, ...) plug into
 ``GridSearchCV(scoring=...)`` and ``cross_val_score``.
+
+The calibration metrics (``marginal_log_loss``, ``marginal_brier_score``,
+``expected_calibration_error``, ``reliability_curve``, ``selective_error``,
+``risk_coverage_curve``, ``sequence_log_loss``) score the token marginals of
+``predict_marginals`` instead of the predicted labels; they take the labels of
+the marginals' columns as ``labels=`` (the estimator's ``classes_``), and
+``make_marginal_scorer`` turns any of them into a scorer.
 """
 
 import inspect
@@ -13,6 +20,20 @@ import inspect
 import numpy as np
 from sklearn import metrics as skm
 from sklearn.metrics import make_scorer
+
+from ._uncertainty_metrics import (
+    expected_calibration_error,
+    make_marginal_scorer,
+    marginal_brier_score,
+    marginal_log_loss,
+    neg_expected_calibration_error,
+    neg_marginal_brier_score,
+    neg_marginal_log_loss,
+    reliability_curve,
+    risk_coverage_curve,
+    selective_error,
+    sequence_log_loss,
+)
 
 __all__ = [
     "flat_accuracy_score",
@@ -26,6 +47,17 @@ __all__ = [
     "token_error",
     "sequence_accuracy",
     "chunk_f1",
+    "marginal_log_loss",
+    "marginal_brier_score",
+    "expected_calibration_error",
+    "reliability_curve",
+    "selective_error",
+    "risk_coverage_curve",
+    "sequence_log_loss",
+    "make_marginal_scorer",
+    "neg_marginal_log_loss",
+    "neg_marginal_brier_score",
+    "neg_expected_calibration_error",
     "SCORERS",
 ]
 
@@ -350,4 +382,7 @@ SCORERS = {
     "token_error": token_error,
     "sequence_accuracy": sequence_accuracy,
     "chunk_f1": chunk_f1,
+    "neg_marginal_log_loss": neg_marginal_log_loss,
+    "neg_marginal_brier_score": neg_marginal_brier_score,
+    "neg_expected_calibration_error": neg_expected_calibration_error,
 }
