@@ -142,7 +142,7 @@ def _check_marginals(y_true, marginals, labels):
             t = int(np.argmax(bad))
             raise ValueError(
                 f"Sequence {i} of marginals: token {t}'s row sums to "
-                f"{sums[t]!r}, not 1 (tolerance {ROW_SUM_TOL:g})."
+                f"{float(sums[t]):.9g}, not 1 (tolerance {ROW_SUM_TOL:g})."
             )
         idx = np.empty(a.shape[0], dtype=np.intp)
         for t, lab in enumerate(a.tolist()):
