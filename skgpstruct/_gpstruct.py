@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import chain
+from ._gp_features import FeatureFormMixin
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, minibatches
 from ._sequences import SequenceData, encode_labels
 from .gp.elbo import ELBOObjective
@@ -41,11 +42,10 @@ from .optim import make_optimizer
 __all__ = ["GPStructTagger"]
 
 _SEED_MAX = np.iinfo(np.int32).max
-_DEFAULT_VARIANCE = 3.0  # LinearKernel variance when kernel=None
 _SCALE_BOUNDS = (1e-5, 1e5)  # of the learned ConstantKernel factor ("scale")
 
 
-class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
+class GPStructTagger(FeatureFormMixin, SequenceTaggerMixin, BaseEstimator):
     """Linear-chain CRF whose potentials are Gaussian processes (GPstruct).
 
     One GP per label over the token features gives the unary potentials; the
@@ -59,15 +59,35 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     ----------
     kernel : Kernel, default=None
         Covariance of every label's GP, an sklearn kernel object (searchable
-        as ``kernel__*``). None means ``LinearKernel(variance=3.0)``
-        (``k(x, x') = 3 <x, x'>``: the GPstruct papers' linear kernel, with
-        a N(0, 3) prior on the weights of each feature and label);
-        the kernels of :mod:`skgpstruct.gp.kernels` accept scipy.sparse
-        features, sklearn's own kernels need dense ones. The variance is a
-        compromise chosen on the benchmark folds: a weaker prior helps
-        chunking (mean token error 8.9 / 8.5 / 8.3 / 8.1 % at variance
-        1 / 3 / 5 / 10), a stronger one base NP; the ELBO itself
-        (``optimize_hyperparameters="scale"``) picks about 0.65 on chunking.
+        as ``kernel__*``). None means the linear kernel
+        ``k(x, x') = sigma^2 <x, x'>`` (the GPstruct papers' kernel: a
+        ``N(0, sigma^2)`` prior on the weight of each feature and label)
+        with ``sigma^2`` set by ``kernel_variance``; the kernels of
+        :mod:`skgpstruct.gp.kernels` accept scipy.sparse features, sklearn's
+        own kernels need dense ones.
+    kernel_variance : "cv", "elbo" or float, default="cv"
+        Prior variance ``sigma^2`` of the weights when ``kernel=None``.
+        ``"cv"``: chosen among 0.1, 0.3, ..., 100 by 3-fold validation of
+        the posterior-mode CRF of the same model (CRFsuite's
+        ``c2 = 1 / (2 sigma^2)``) on the training sequences, lowest held-out
+        token error (:func:`skgpstruct._variance_cv.cv_prior_variance`; 21
+        fits of a plain CRF, a few seconds on the benchmark folds; the
+        table is kept in ``variance_cv_results_``). ``"elbo"``: learned
+        with the posterior by maximising the ELBO (type-II maximum
+        likelihood); with the mean-field posterior the bound prefers too
+        strong a prior (0.4 on the first chunking fold, 7.7 % token error,
+        against 6.0 % at the 10 that validation picks), which is why it is
+        not the default. A number fixes it.
+    approximation : {"auto", "features", "inducing"}, default="auto"
+        ``"features"``: the weight-space form of the linear kernel
+        (:mod:`skgpstruct.gp.weight_space`): the features are the inducing
+        variables, ``q(w_v) = N(m_v, diag(s_v))``; no Nystrom residual, no
+        ``M x M`` algebra, a fit costs about as much as the per-sequence
+        sampling and forward-backward. ``"inducing"``: the papers'
+        inducing-point form, for every kernel. ``"auto"`` is
+        ``"features"`` for the linear kernel (``kernel=None`` or a
+        :class:`~skgpstruct.gp.kernels.LinearKernel`) with one mean-field
+        component, ``"inducing"`` otherwise.
     n_inducing : int, default=500
         Number of inducing points. At or above the number of distinct
         training tokens the model is the full (non-sparse) GP.
@@ -124,27 +144,26 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         improves by less than ``tol`` (relative) two epochs in a row, an
         epoch that lowers it counting as no improvement.
     optimize_hyperparameters : bool or "scale", default=False
-        Also learn the kernel hyperparameters (``kernel.theta``) by
-        maximising the ELBO; ``"scale"`` learns only an overall scale ``c``
-        of the kernel, at almost no extra cost: ``kernel_`` becomes
-        ``ConstantKernel(c) * kernel`` (``c`` is
-        ``kernel_.k1.constant_value``; the jitter is scaled by ``c`` too)
-        and the kernel quantities of ``kernel`` are computed once, as with
-        False. The hyperparameters
-        stay within ``kernel.bounds`` (log space, as in sklearn's
-        GaussianProcessRegressor), the scale within [1e-5, 1e5]. With
-        ``n_samples=10`` the scale grew past 1e5 on the chunking folds (the
-        covariance fitting the fixed samples); with the default 100 it
-        settles near 0.65 there, which predicts worse than the fixed
-        default variance.
+        Also learn the hyperparameters of a given ``kernel`` by maximising
+        the ELBO (for ``kernel=None`` see ``kernel_variance``). Inducing
+        form: True learns ``kernel.theta`` (within ``kernel.bounds``, log
+        space, as sklearn's GaussianProcessRegressor); ``"scale"`` learns
+        only an overall factor ``c`` of the kernel, at almost no extra cost
+        (``kernel_`` becomes ``ConstantKernel(c) * kernel``, ``c`` in
+        [1e-5, 1e5], the jitter scaled by ``c`` too). Weight-space form:
+        True or ``"scale"`` learn the LinearKernel's variance.
     decode : {"marginal", "viterbi"}, default="marginal"
         ``predict`` takes the per-token argmax of the averaged marginals
         (minimum expected Hamming loss), or runs Viterbi on the posterior
         mean potentials.
     jitter : float, default=1e-4
         Added to the diagonal of the kernel matrices.
-    transition_prior_var : float, default=1.0
-        Prior variance of the transition potentials.
+    transition_prior_var : "elbo" or float, default="elbo"
+        Prior variance ``tau^2`` of the transition potentials. ``"elbo"``:
+        learned with the posterior (weight-space form; at the optimum
+        ``tau^2 = mean(m^2 + s)`` over the transitions, the
+        variational-EM fixed point), 1.0 (the papers' value) in the
+        inducing-point form, which does not learn it.
     n_jobs : int or None, default=None
         Threads over chunks of sequences. Results do not depend on it.
     device : {"cpu", "cuda", "auto"}, default="cpu"
@@ -176,10 +195,25 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         with the learned factor ``c``.
     device_ : {"cpu", "cuda"}
         The device ``fit`` resolved ``device`` to.
+    approximation_ : {"features", "inducing"}
+        The form that was fitted (see ``approximation``).
+    coef_ : ndarray of shape (n_classes, n_features)
+        Weight-space form only: posterior means of the weights
+        (``sigma m``); unary potentials ``X @ coef_.T``.
+    coef_var_ : ndarray of shape (n_classes, n_features)
+        Weight-space form only: their posterior variances (``sigma^2 s``);
+        0 for the features never seen in training, which are not part of
+        the model (as in CRF toolkits, whose feature set is the training
+        set's).
+    transition_prior_var_ : float
+        The transition prior variance used (learned with ``"elbo"``).
+    variance_cv_results_ : dict
+        Only with ``kernel=None, kernel_variance="cv"``: ``"variance"``,
+        ``"error"`` and ``"log_loss"`` (held-out, per candidate).
     inducing_points_ : ndarray or csr_matrix of shape (n_inducing, n_features)
-        Inducing inputs ``Z``.
+        Inducing-point form only: inducing inputs ``Z``.
     q_mu_ : ndarray of shape (n_components, n_classes, n_inducing)
-        Whitened posterior means.
+        Inducing-point form only: whitened posterior means.
     q_sqrt_ : ndarray
         Lower Cholesky factors of the whitened posterior covariances, of
         shape (n_components, n_classes, n_inducing, n_inducing), or
@@ -225,7 +259,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     True
     """
 
-    _fitted_attribute = "q_mu_"
+    _fitted_attribute = "transition_mean_"
 
     _parameter_constraints: dict = {
         **SequenceTaggerMixin._parameter_constraints,
@@ -242,15 +276,21 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left"), None],
         "optimize_hyperparameters": ["boolean", StrOptions({"scale"})],
+        "kernel_variance": [Interval(Real, 0, None, closed="neither"),
+                            StrOptions({"cv", "elbo"})],
+        "approximation": [StrOptions({"auto", "features", "inducing"})],
         "decode": [StrOptions({"marginal", "viterbi"})],
         "jitter": [Interval(Real, 0, None, closed="left")],
-        "transition_prior_var": [Interval(Real, 0, None, closed="neither")],
+        "transition_prior_var": [Interval(Real, 0, None, closed="neither"),
+                                 StrOptions({"elbo"})],
     }
 
     def __init__(
         self,
         *,
         kernel=None,
+        kernel_variance="cv",
+        approximation="auto",
         n_inducing=500,
         inducing="kmeans",
         n_components=1,
@@ -267,7 +307,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         optimize_hyperparameters=False,
         decode="marginal",
         jitter=1e-4,
-        transition_prior_var=1.0,
+        transition_prior_var="elbo",
         n_jobs=None,
         device="cpu",
         random_state=None,
@@ -275,6 +315,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         warm_start=False,
     ):
         self.kernel = kernel
+        self.kernel_variance = kernel_variance
+        self.approximation = approximation
         self.n_inducing = n_inducing
         self.inducing = inducing
         self.n_components = n_components
@@ -306,10 +348,14 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         )
 
     def _hyper_mode(self):
-        """"all", "scale" or "none" from ``optimize_hyperparameters``."""
-        if isinstance(self.optimize_hyperparameters, str):
+        """"all", "scale" or "none" from ``optimize_hyperparameters`` (the
+        inducing-point form; ``kernel_variance="elbo"`` learns the scale)."""
+        mode = self.optimize_hyperparameters
+        if self.kernel is None and self.kernel_variance == "elbo":
             return "scale"
-        return "all" if self.optimize_hyperparameters else "none"
+        if isinstance(mode, str):
+            return "scale"
+        return "all" if mode else "none"
 
     def _fixed_kernel(self):
         """``(base, factor)``: the kernel whose GP terms are computed and
@@ -351,7 +397,10 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         return lik
 
     def _warm_start_compatible(self):
-        return self.q_mu_.shape[0] == self.n_components
+        if self.approximation_ != self._approximation():
+            return False
+        return self.approximation_ == "features" or (
+            self.q_mu_.shape[0] == self.n_components)
 
     def _init_params(self, data, warm, rng):
         """Starting :class:`VariationalParams`: the fitted ones on a warm
@@ -366,7 +415,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
             params = self._params()
         else:
             self.kernel_ = (clone(self.kernel) if self.kernel is not None
-                            else LinearKernel(variance=_DEFAULT_VARIANCE))
+                            else LinearKernel(variance=self._prior_variance(data)))
             Z, fractions = init_inducing_points(
                 data.X_flat, data.y_flat, self.n_inducing, V, method=self.inducing,
                 random_state=seed_inducing,
@@ -382,6 +431,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     def _fit(self, data, warm, lik):
         """Fit the variational posterior (``fit`` after :meth:`_fit_setup`)."""
         rng = check_random_state(self.random_state)
+        if self._approximation() == "features":
+            return self._fit_features(data, warm, lik, rng)
         params = self._init_params(data, warm, rng)
         objective = self._objective(lik, data, params, warm)
         x = objective.layout.pack(params, objective.initial_hyperparameters())
@@ -417,7 +468,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         return ELBOObjective(
             lik, self.kernel_, self.inducing_points_, data.X_flat, data.lengths,
             data.y_flat, layout, hyperparameters=mode, jitter=self.jitter,
-            transition_prior_var=self.transition_prior_var,
+            transition_prior_var=self._transition_variance()[0],
             n_samples=self.n_samples, gradient=self.gradient,
         )
 
@@ -448,6 +499,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
 
     def _store(self, x, objective):
         params, self.kernel_ = objective.unpack(x)
+        self.approximation_ = "inducing"
+        self.transition_prior_var_ = self._transition_variance()[0]
         self.q_mu_ = params.q_mu
         self.q_sqrt_ = params.q_sqrt
         self.weights_ = params.weights
@@ -469,6 +522,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     # -------------------------------------------------------------- predict
     def _sequence_moments(self, data):
         """Posterior moments of the unary potentials of every sequence."""
+        if self.approximation_ == "features":
+            return self._feature_sequence_moments(data)
         return sequence_marginals(self._terms(data), self.q_mu_, self.q_sqrt_)
 
     def _seeds(self, n):
@@ -537,9 +592,11 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         -------
         elbo : float
         """
-        check_is_fitted(self, "q_mu_")
+        check_is_fitted(self, "transition_mean_")
         data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_)
         data.y_flat = encode_labels(self._encoder(), data.y_flat)
+        if self.approximation_ == "features":
+            return self._feature_elbo(data, self._seeds(data.n_sequences))
         terms = self._terms(data)
         eps, eps_bin = draw_normals(
             data.lengths, self.q_mu_.shape[0], len(self.classes_),
@@ -550,7 +607,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
             eps, eps_bin, return_grad=False,
         )
         kl = mixture_kl(self.q_mu_, self.q_sqrt_, self.weights_) + transition_kl(
-            self.transition_mean_, self.transition_var_, self.transition_prior_var
+            self.transition_mean_, self.transition_var_, self.transition_prior_var_
         )
         return float(np.sum(values) - kl)
 

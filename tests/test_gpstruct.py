@@ -13,7 +13,8 @@ from skgpstruct.datasets import make_chain_data
 from skgpstruct.gp.kernels import LinearKernel, RBFKernel
 from skgpstruct.likelihoods import RandomizedCRFLikelihood
 
-SMALL = dict(n_inducing=15, n_samples=4, n_predict_samples=16, max_iter=40)
+SMALL = dict(approximation="inducing", kernel_variance=3.0,
+             transition_prior_var=1.0, n_inducing=15, n_samples=4, n_predict_samples=16, max_iter=40)
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +164,8 @@ def test_fit_gradient_is_that_of_the_objective(data, hyper, kernel, monkeypatch,
     monkeypatch.setattr(ELBOObjective, "__call__", recording)
     X_tr, y_tr, _, _ = data
     gp = GPStructTagger(n_inducing=4, n_samples=2, max_iter=1, random_state=0,
-                        kernel=kernel, optimize_hyperparameters=hyper)
+                        kernel=kernel, optimize_hyperparameters=hyper,
+                        approximation="inducing", kernel_variance=3.0)
     _fit(gp, X_tr[:6], y_tr[:6])
     assert calls
     objective, x, idx, seeds, scale, (value, grad) = calls[-1]

@@ -32,7 +32,8 @@ from skgpstruct.gp.kernels import LinearKernel
 from skgpstruct.likelihoods import CRFLikelihood, RandomizedCRFLikelihood
 from skgpstruct.metrics import SCORERS
 
-GP_SMALL = dict(n_inducing=15, n_samples=4, n_predict_samples=16, max_iter=40)
+GP_SMALL = dict(approximation="inducing", kernel_variance=3.0,
+             transition_prior_var=1.0, n_inducing=15, n_samples=4, n_predict_samples=16, max_iter=40)
 
 
 class _ValuesOnly(CRFLikelihood):

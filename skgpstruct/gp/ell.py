@@ -264,21 +264,52 @@ def _ell(likelihood, terms, y_flat, params, eps, eps_bin, *, gradient="pathwise"
          return_grad=True, hyperparameters=False, log_scale=None):
     """:func:`expected_log_likelihood` on checked inputs (float64 ``params``
     valid by construction, int64 ``y_flat``, draws of the right shapes)."""
-    amp = 1.0 if log_scale is None else float(np.exp(0.5 * log_scale))
-    A, offsets = terms.A, terms.offsets
-    N, M = A.shape
-    q_mu, q_sqrt, w, s_bin = params.q_mu, params.q_sqrt, params.weights, params.s_bin
-    K, V, _ = q_mu.shape
+    A = terms.A
+    q_mu, q_sqrt = params.q_mu, params.q_sqrt
     coupled = q_sqrt.ndim == 3
-    S = eps[0].shape[1]
-    buckets, perm = _g.make_buckets(offsets)
+    buckets, perm = _g.make_buckets(terms.offsets)
     A_perm = A[perm]
     b, Sig = _g.marginal_blocks(terms, q_mu, q_sqrt, coupled, buckets, A_perm)
+    out = ell_from_blocks(likelihood, b, Sig, buckets, y_flat, params, eps, eps_bin,
+                          gradient=gradient, return_grad=return_grad,
+                          log_scale=log_scale)
+    if not return_grad:
+        return out
+    values, parts = out
+    db, Sbar = parts.pop("b"), parts.pop("Sigma")
+    backward = _g.backward_coupled if coupled else _g.backward_mean_field
+    d_mu, d_sqrt, dA = backward(
+        A, A_perm, perm, q_mu, q_sqrt, db, Sbar, buckets, hyperparameters
+    )
+    grad = {"q_mu": d_mu, "q_sqrt": d_sqrt, **parts}
+    if hyperparameters:
+        grad.update(_g.kernel_matrix_grads(terms, dA, Sbar, buckets, coupled,
+                                           q_mu.shape[1]))
+    return values, grad
+
+
+def ell_from_blocks(likelihood, b, Sig, buckets, y_flat, params, eps, eps_bin, *,
+                    gradient="pathwise", return_grad=True, log_scale=None):
+    """The sampling and likelihood part of :func:`expected_log_likelihood`,
+    from the posterior moments of the unary potentials.
+
+    ``b`` (K, N, V) are the means, ``Sig`` the per-bucket covariances (block
+    layout of :func:`~skgpstruct.gp._elbo_grads.marginal_blocks`); ``params``
+    supplies ``weights``, ``m_bin`` and ``s_bin``. Returns the values, and
+    with ``return_grad`` a dict of gradients of ``values.sum()`` w.r.t.
+    ``"b"`` (K, N, V), ``"Sigma"`` (per bucket, symmetric blocks),
+    ``"weights"``, ``"m_bin"``, ``"s_bin"`` (and ``"log_scale"``): the
+    moments' gradients are mapped to the parameters by the caller.
+    """
+    amp = 1.0 if log_scale is None else float(np.exp(0.5 * log_scale))
+    w, s_bin = params.weights, params.s_bin
+    K, N, V = b.shape
+    S = eps[0].shape[1]
     pathwise = gradient == "pathwise"
     need_lik_grad = return_grad and (pathwise or log_scale is not None)
     sq = np.sqrt(s_bin)
     wS = w / S
-    values = np.empty(offsets.size - 1)
+    values = np.empty(len(eps))
     db, Sbar = np.zeros((K, N, V)), []
     g_w, g_m, g_s, g_scale = np.zeros(K), np.zeros((V, V)), np.zeros((V, V)), 0.0
     for bk, Sb in zip(buckets, Sig):
@@ -314,13 +345,7 @@ def _ell(likelihood, terms, y_flat, params, eps, eps_bin, *, gradient="pathwise"
             db[:, bk.rows] = db_b.transpose(1, 0, 2, 3)
     if not return_grad:
         return values
-    backward = _g.backward_coupled if coupled else _g.backward_mean_field
-    d_mu, d_sqrt, dA = backward(
-        A, A_perm, perm, q_mu, q_sqrt, db, Sbar, buckets, hyperparameters
-    )
-    grad = {"q_mu": d_mu, "q_sqrt": d_sqrt, "weights": g_w, "m_bin": g_m, "s_bin": g_s}
+    grad = {"b": db, "Sigma": Sbar, "weights": g_w, "m_bin": g_m, "s_bin": g_s}
     if log_scale is not None:
         grad["log_scale"] = g_scale
-    if hyperparameters:
-        grad.update(_g.kernel_matrix_grads(terms, dA, Sbar, buckets, coupled, V))
     return values, grad

@@ -469,9 +469,12 @@ def test_tagger_fit_on_cuda_matches_cpu(n_top, n_sampled, max_iter):
         assert_array_equal(got, want)
 
 
-def test_gpstruct_fit_on_cuda_matches_cpu():
+@pytest.mark.parametrize("approximation, attrs", [
+    ("inducing", ("q_mu_", "q_sqrt_")), ("features", ("coef_", "coef_var_"))])
+def test_gpstruct_fit_on_cuda_matches_cpu(approximation, attrs):
     """GPStructTagger(device="cuda") under the simulator: the CRF likelihood's
-    batched calls run on the GPU kernels and the fit equals device="cpu"."""
+    batched calls run on the GPU kernels and the fit equals device="cpu"
+    (both forms of the posterior)."""
     from skgpstruct import GPStructTagger
     from skgpstruct.likelihoods import CRFLikelihood
 
@@ -480,14 +483,16 @@ def test_gpstruct_fit_on_cuda_matches_cpu():
     fits = {}
     for device in ("cpu", "cuda"):
         est = GPStructTagger(n_inducing=4, n_samples=2, n_predict_samples=4, max_iter=3,
-                             device=device, random_state=0)
+                             device=device, random_state=0, kernel_variance=1.0,
+                             approximation=approximation)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
             fits[device] = est.fit(X, y)
     assert fits["cuda"].device_ == "cuda" and fits["cpu"].device_ == "cpu"
     assert fits["cpu"].elbo_history_[-1] > fits["cpu"].elbo_history_[0]  # it moved
-    assert_allclose(fits["cuda"].q_mu_, fits["cpu"].q_mu_, rtol=1e-8, atol=1e-10)
-    assert_allclose(fits["cuda"].q_sqrt_, fits["cpu"].q_sqrt_, rtol=1e-8, atol=1e-10)
+    for attr in attrs:
+        assert_allclose(getattr(fits["cuda"], attr), getattr(fits["cpu"], attr),
+                        rtol=1e-8, atol=1e-10)
     for got, want in zip(fits["cuda"].predict_marginals(X), fits["cpu"].predict_marginals(X)):
         assert_allclose(got, want, rtol=1e-8, atol=1e-10)
     # the likelihood's batched call itself, against the CPU one

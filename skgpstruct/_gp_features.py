@@ -1,0 +1,221 @@
+"""GPStructTagger's weight-space (inducing-feature) form: fit and moments.
+
+A mixin of :class:`~skgpstruct.GPStructTagger`, kept apart so that the
+estimator module stays about the inducing-point form and the shared API; the
+maths is in :mod:`skgpstruct.gp.weight_space`.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import clone
+
+from ._base import fit_epochs, fit_lbfgs, minibatches
+from sklearn.utils import check_random_state
+
+from ._variance_cv import cv_prior_variance
+from .gp.kernels import LinearKernel
+from .gp.kl import transition_kl
+from .gp.sampling import draw_normals
+from .gp.ell import ell_from_blocks
+from .gp.weight_space import (
+    LOG_VAR_BOUNDS,
+    FeatureParams,
+    WeightSpaceObjective,
+    _Blocks,
+    feature_moments,
+)
+from .likelihoods import get_likelihood
+from .optim import make_optimizer
+
+_SEED_MAX = np.iinfo(np.int32).max
+#: Starting prior variance of the weights when it is learned and no kernel
+#: is given: the standard normal prior, before the data say otherwise.
+_START_VARIANCE = 1.0
+
+
+class FeatureFormMixin:
+    """Fit and predictive moments of the weight-space form."""
+
+    def _approximation(self):
+        """``"features"`` or ``"inducing"``, resolved from ``approximation``."""
+        if self.approximation != "auto":
+            return self.approximation
+        linear = self.kernel is None or isinstance(self.kernel, LinearKernel)
+        simple = self.posterior == "mean_field" and self.n_components == 1
+        return "features" if linear and simple else "inducing"
+
+    def _check_features_form(self):
+        if not (self.kernel is None or isinstance(self.kernel, LinearKernel)):
+            raise ValueError(
+                "approximation='features' needs the linear kernel (kernel=None or "
+                f"a LinearKernel), got {self.kernel!r}; use approximation="
+                "'inducing' for other kernels."
+            )
+        if self.posterior != "mean_field" or self.n_components != 1:
+            raise ValueError(
+                "approximation='features' has one mean-field Gaussian posterior; "
+                "posterior='coupled' and n_components > 1 need "
+                "approximation='inducing'."
+            )
+
+    def _variance_learned(self):
+        """Whether the ELBO learns the prior variance of the weights."""
+        if self.kernel is not None:
+            return self.optimize_hyperparameters in (True, "scale")
+        return self.kernel_variance == "elbo"
+
+    def _prior_variance(self, data):
+        """The starting prior variance of the weights of the linear kernel.
+
+        ``kernel=None``: ``kernel_variance`` decides ("cv":
+        :func:`~skgpstruct._variance_cv.cv_prior_variance`, sets
+        ``variance_cv_results_``; "elbo": learned from 1.0; a number: fixed).
+        A given kernel keeps its variance, learned with
+        ``optimize_hyperparameters``.
+        """
+        if self.kernel is not None:
+            return float(getattr(self.kernel, "variance", 1.0))
+        if self.kernel_variance == "elbo":
+            return _START_VARIANCE
+        if self.kernel_variance == "cv":
+            seed = check_random_state(self.random_state).randint(_SEED_MAX)
+            variance, self.variance_cv_results_ = cv_prior_variance(
+                data, len(self.classes_), random_state=seed, n_jobs=self.n_jobs)
+            return variance
+        return float(self.kernel_variance)
+
+    def _transition_variance(self):
+        """``(tau^2, learned)`` from ``transition_prior_var``."""
+        if self.transition_prior_var == "elbo":
+            return 1.0, True
+        return float(self.transition_prior_var), False
+
+    def _feature_design(self, X_flat):
+        """The token matrix the weights act on: the bias column appended when
+        the kernel has one (``sqrt(bias / variance)``)."""
+        X = sp.csr_matrix(X_flat, dtype=np.float64)
+        if self._bias_column_ > 0:
+            ones = np.full((X.shape[0], 1), self._bias_column_)
+            X = sp.hstack([X, sp.csr_matrix(ones)], format="csr")
+        return X
+
+    def _init_features(self, data, warm, variance):
+        """Starting :class:`FeatureParams` over the active features."""
+        V = len(self.classes_)
+        tau2 = self._transition_variance()[0]
+        if warm and getattr(self, "approximation_", None) == "features":
+            active = self._active_features_
+            sigma2 = float(self.kernel_.variance)
+            return FeatureParams(
+                self.coef_.T[active] / np.sqrt(sigma2),
+                self.coef_var_.T[active] / sigma2,
+                self.transition_mean_, self.transition_var_, sigma2,
+                self.transition_prior_var_)
+        bias = float(self.kernel.bias) if self.kernel is not None else 0.0
+        if variance <= 0:
+            raise ValueError("The LinearKernel's variance must be positive.")
+        self._bias_column_ = float(np.sqrt(bias / variance))
+        X = self._feature_design(data.X_flat)
+        active = np.flatnonzero(np.diff(sp.csc_matrix(X).indptr))
+        self._active_features_ = active
+        D = active.size
+        return FeatureParams(
+            np.zeros((D, V)), np.ones((D, V)), np.zeros((V, V)),
+            np.full((V, V), tau2), variance, tau2)
+
+    def _fit_features(self, data, warm, lik, rng):
+        """Fit the weight-space posterior and its prior variances."""
+        self._check_features_form()
+        rng.randint(_SEED_MAX, size=2)  # the draws of the inducing form's init
+        if warm and getattr(self, "approximation_", None) == "features":
+            variance = float(self.kernel_.variance)
+        else:
+            variance = self._prior_variance(data)
+        learn = (self._variance_learned(), self._transition_variance()[1])
+        params = self._init_features(data, warm, variance)
+        X = self._feature_design(data.X_flat)[:, self._active_features_]
+        objective = WeightSpaceObjective(
+            lik, X, data.lengths, data.y_flat, len(self.classes_),
+            learn_variance=learn[0], learn_transition_var=learn[1],
+            jitter=self.jitter, n_samples=self.n_samples, gradient=self.gradient)
+        x = objective.layout.pack(params)
+        n = data.n_sequences
+        monitor = self._monitor(label="ELBO", sign=-1.0)
+        with self._parallel() as parallel:
+            if self.optimizer == "lbfgs":
+                seeds, all_idx = rng.randint(_SEED_MAX, size=n), np.arange(n)
+                x = fit_lbfgs(lambda z: objective(z, all_idx, seeds, 1.0, parallel),
+                              x, monitor, bounds=objective.bounds(x))
+            else:
+                x = self._fit_features_stochastic(objective, x, n, rng, parallel,
+                                                  monitor)
+        self.elbo_history_ = [-value for value in monitor.history]
+        self.n_iter_ = monitor.iter
+        self._store_features(objective.layout.unpack(x), X.shape[1])
+
+    def _fit_features_stochastic(self, objective, x, n, rng, parallel, monitor):
+        _, n_batches = minibatches(n, self.batch_size)
+        saga = self.optimizer == "saga"
+        opt = make_optimizer(self.optimizer, self.learning_rate, n_blocks=n_batches)
+
+        def step(z, idx, seeds):
+            value, grad = objective(z, idx, seeds, n / len(idx), parallel)
+            grad = grad / (n_batches * n) if saga else grad / n
+            return value / n_batches, grad, 1.0
+
+        box = np.array(objective.bounds(x)[objective.layout.slices["hyperparameters"]],
+                       dtype=np.float64)
+        start = objective.layout.slices["hyperparameters"].start
+        return fit_epochs(step, x, opt, monitor, n_sequences=n,
+                          batch_size=self.batch_size, rng=rng,
+                          project=(start, box[:, 0], box[:, 1]),
+                          desc="GPStructTagger")
+
+    def _store_features(self, params, n_active):
+        """Fitted attributes of the weight-space form."""
+        V = len(self.classes_)
+        D = self.n_features_in_ + (1 if self._bias_column_ > 0 else 0)
+        sigma2 = params.variance
+        coef = np.zeros((V, D))
+        coef_var = np.zeros((V, D))
+        coef[:, self._active_features_] = np.sqrt(sigma2) * params.m.T
+        coef_var[:, self._active_features_] = sigma2 * params.s.T
+        self.coef_, self.coef_var_ = coef, coef_var
+        kernel = clone(self.kernel) if self.kernel is not None else LinearKernel()
+        self.kernel_ = kernel.set_params(variance=sigma2,
+                                         bias=sigma2 * self._bias_column_ ** 2)
+        self.transition_mean_ = params.m_bin
+        self.transition_var_ = params.s_bin
+        self.transition_prior_var_ = params.transition_var
+        self.weights_ = np.ones(1)
+        self.approximation_ = "features"
+
+    def _feature_sequence_moments(self, data):
+        """Posterior moments of the unary potentials (weight-space form)."""
+        X = self._feature_design(data.X_flat)
+        sigma2 = float(self.kernel_.variance)
+        return feature_moments(X, data.lengths, self.coef_.T, self.coef_var_.T,
+                               1.0, self.jitter * sigma2)
+
+    def _feature_elbo(self, data, seeds):
+        """ELBO of the fitted weight-space posterior on ``data``."""
+        X = self._feature_design(data.X_flat)
+        V = len(self.classes_)
+        sigma2 = float(self.kernel_.variance)
+        blocks = _Blocks(X, data.offsets)
+        params = FeatureParams(self.coef_.T, self.coef_var_.T, self.transition_mean_,
+                               self.transition_var_, 1.0, 1.0)
+        b, Sig = blocks.moments(params.m, params.s, self.jitter * sigma2)
+        eps, eps_bin = draw_normals(data.lengths, 1, V, self.n_predict_samples, seeds)
+        values = ell_from_blocks(get_likelihood(self.likelihood), b, Sig,
+                                 blocks.buckets, data.y_flat, params, eps, eps_bin,
+                                 return_grad=False)
+        m = self.coef_ / np.sqrt(sigma2)
+        s = self.coef_var_ / sigma2
+        kl = 0.5 * float(np.sum(s + m * m - 1.0 - np.log(s)))
+        kl += transition_kl(self.transition_mean_, self.transition_var_,
+                            self.transition_prior_var_)
+        return float(np.sum(values) - kl)
+
+
+__all__ = ["FeatureFormMixin", "LOG_VAR_BOUNDS"]

@@ -1,0 +1,105 @@
+"""The prior variance of GPStructTagger's linear kernel, by internal validation.
+
+The prior variance ``sigma^2`` of the weights of the linear kernel is the
+L2 strength of a CRF: the posterior mode of the same model is the CRF that
+minimises ``-log-likelihood + ||w||^2 / (2 sigma^2)``, i.e. CRFsuite's
+``c2 = 1 / (2 sigma^2)``. :func:`cv_prior_variance` fits that CRF (exact
+forward-backward, L-BFGS) on ``n_folds - 1`` folds of the training
+sequences for every variance of a log grid, warm-started along the grid in
+the manner of sklearn's ``LogisticRegressionCV``, scores the held-out fold
+and returns the variance with the lowest held-out token error (ties: the
+lower held-out log loss). It costs ``n_folds * len(grid)`` fits of a plain
+CRF, a few seconds on the benchmark folds, much less than one fit of the
+GP.
+
+Why not the ELBO (type-II maximum likelihood)? With a mean-field posterior
+over thousands of correlated binary features the ELBO prefers a strong
+prior: on the first chunking fold it picked ``sigma^2 = 0.4`` (7.72 % token
+error) where ``sigma^2 = 10`` gave 5.99 %; the bound is loosest where the
+true posterior is most correlated, i.e. at weak priors (Turner and Sahani,
+"Two problems with variational expectation maximisation for time-series
+models", 2011). Held-out error measures what the user measures.
+"""
+
+import numpy as np
+from sklearn.model_selection import KFold
+
+__all__ = ["PRIOR_VARIANCE_GRID", "cv_prior_variance"]
+
+#: Candidate prior variances, 0.1 to 100 (CRFsuite c2 from 5 to 0.005).
+PRIOR_VARIANCE_GRID = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
+_CV_MAX_ITER = 100
+
+
+def _sequences(data, idx):
+    o = data.offsets
+    X = [data.X_flat[o[i]:o[i + 1]] for i in idx]
+    y = [data.y_flat[o[i]:o[i + 1]] for i in idx]
+    return X, y
+
+
+def _held_out(crf, X, y, n_classes):
+    """Token errors and summed negative log marginals of the true labels."""
+    P = np.zeros((sum(len(t) for t in y), n_classes))
+    P[:, crf.classes_] = np.concatenate(crf.predict_marginals(X))
+    Y = np.concatenate(y)
+    p_true = P[np.arange(Y.size), Y]
+    return int(np.sum(P.argmax(axis=1) != Y)), float(-np.sum(np.log(np.clip(p_true, 1e-12, 1.0))))
+
+
+def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
+                      random_state=0, n_jobs=None):
+    """Prior variance of the weights chosen by K-fold validation of the MAP CRF.
+
+    Parameters
+    ----------
+    data : SequenceData
+        Training sequences, labels encoded in ``[0, n_classes)``.
+    n_classes : int
+        Number of labels.
+    grid : sequence of float, default=PRIOR_VARIANCE_GRID
+        Candidate variances.
+    n_folds : int, default=3
+        Folds of sequences (fewer when there are fewer sequences).
+    random_state : int, default=0
+        Seeds the fold split.
+    n_jobs : int or None, default=None
+        Threads of each CRF fit.
+
+    Returns
+    -------
+    variance : float
+        The chosen prior variance.
+    results : dict
+        ``"variance"``, ``"error"`` (held-out token error rate) and
+        ``"log_loss"`` (mean held-out negative log marginal) per candidate.
+    """
+    from ._randomized_crf import RandomizedCRFTagger
+
+    grid = np.sort(np.asarray(grid, dtype=np.float64))
+    n = data.n_sequences
+    k = min(int(n_folds), n)
+    errors, losses, n_tokens = np.zeros(grid.size), np.zeros(grid.size), 0
+    if k < 2:
+        raise ValueError("Choosing the prior variance by validation needs at least "
+                         "2 training sequences; give kernel_variance a number.")
+    split = KFold(k, shuffle=True, random_state=random_state)
+    for train, test in split.split(np.arange(n)):
+        X_tr, y_tr = _sequences(data, train)
+        X_te, y_te = _sequences(data, test)
+        if np.unique(np.concatenate(y_tr)).size < 2:
+            continue
+        crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True, n_jobs=n_jobs)
+        # strongest prior first: each fit starts from the previous optimum
+        for j in range(grid.size):
+            crf.set_params(c2=0.5 / grid[j]).fit(X_tr, y_tr)
+            e, ll = _held_out(crf, X_te, y_te, n_classes)
+            errors[j] += e
+            losses[j] += ll
+        n_tokens += sum(len(t) for t in y_te)
+    if n_tokens == 0:
+        raise ValueError("Every validation fold had a single label in training: "
+                         "give kernel_variance a number.")
+    best = min(range(grid.size), key=lambda j: (errors[j], losses[j]))
+    results = {"variance": grid, "error": errors / n_tokens, "log_loss": losses / n_tokens}
+    return float(grid[best]), results

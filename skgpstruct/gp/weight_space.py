@@ -1,0 +1,343 @@
+"""Weight-space (inducing-feature) form of GPstruct with a linear kernel.
+
+With the linear kernel ``k(x, x') = sigma^2 <x, x'>`` each label's GP is
+``f_v(x) = sigma <x, u_v>`` with ``u_v ~ N(0, I)``: the features themselves
+are the inducing variables, and the sparse approximation has no Nystrom
+residual. The posterior is ``q(u_v) = N(m_v, diag(s_v))`` (whitened,
+independent over labels and features), so
+
+- the potentials of a sequence ``n`` and label ``v`` are Gaussian with mean
+  ``sigma X_n m_v`` and covariance ``sigma^2 (X_n diag(s_v) X_n^T + jitter I)``:
+  the same ``T_n``-dimensional Gaussians as the inducing-point form, sampled
+  and fed to the likelihood by the same code (:mod:`skgpstruct.gp.ell`);
+- a feature seen in training gets a posterior variance below the prior's, a
+  feature never seen keeps ``m = 0, s = 1`` (the prior): a test token's
+  predictive variance is ``sigma^2 sum_d x_d^2 s_vd``;
+- the covariances cost ``O(V nnz(P))`` per evaluation, where ``P`` holds the
+  products ``x_td x_t'd`` of the features shared by two tokens of one
+  sequence (:func:`pair_matrix`), and the gradients w.r.t. ``s`` one product
+  with ``P^T``: no ``M x M`` algebra at all;
+- the KL term is closed-form, ``0.5 sum (s + m^2 - 1 - log s)``.
+
+The prior variances are learned with the posterior (type-II maximum
+likelihood on the ELBO): ``log sigma^2`` through the amplitude of the
+samples (``log_scale`` of :func:`~skgpstruct.gp.ell.ell_from_blocks`), and
+the transition prior variance ``tau^2`` through the closed-form KL of the
+transitions. At a stationary point ``tau^2 = mean(m_bin^2 + s_bin)``, the
+variational-EM fixed point.
+"""
+
+from contextlib import nullcontext
+
+import numpy as np
+import scipy.sparse as sp
+from joblib import effective_n_jobs
+from threadpoolctl import threadpool_limits
+
+from .._parallel import chunked_sum
+from . import _elbo_grads as _g
+from .ell import _check_likelihood, ell_from_blocks
+from .kl import transition_kl
+from .sampling import draw_normals
+
+__all__ = ["FeatureLayout", "FeatureParams", "WeightSpaceObjective",
+           "feature_moments", "pair_matrix"]
+
+#: Box of ``log s`` (whitened posterior variances; the prior's is 0).
+LOG_S_BOUNDS = (-25.0, 3.0)
+#: Box of the learned log prior variances (kernel and transitions).
+LOG_VAR_BOUNDS = (np.log(1e-4), np.log(1e4))
+CHUNK_SEQUENCES = 256
+
+
+class FeatureParams:
+    """Variational parameters of the weight-space form.
+
+    Parameters
+    ----------
+    m, s : ndarray of shape (n_features, V)
+        Whitened posterior means and variances of the feature weights.
+    m_bin, s_bin : ndarray of shape (V, V)
+        Posterior means and variances of the transition potentials.
+    variance : float
+        Prior variance ``sigma^2`` of the feature weights (the kernel's).
+    transition_var : float
+        Prior variance ``tau^2`` of the transitions.
+    """
+
+    def __init__(self, m, s, m_bin, s_bin, variance, transition_var):
+        self.m, self.s, self.m_bin, self.s_bin = m, s, m_bin, s_bin
+        self.variance, self.transition_var = float(variance), float(transition_var)
+        self.weights = np.ones(1)
+
+
+class FeatureLayout:
+    """Flat vector ``[m, log s, m_bin, log s_bin, log sigma^2, log tau^2]``.
+
+    Parameters
+    ----------
+    n_features : int
+        Number of (active) features.
+    n_classes : int
+        Number of labels ``V``.
+    """
+
+    def __init__(self, n_features, n_classes):
+        D, V = int(n_features), int(n_classes)
+        self.n_features, self.n_classes = D, V
+        sizes = [("m", D * V), ("s", D * V), ("m_bin", V * V), ("s_bin", V * V),
+                 ("hyperparameters", 2)]
+        self.slices, pos = {}, 0
+        for name, n in sizes:
+            self.slices[name] = slice(pos, pos + n)
+            pos += n
+        self.size = pos
+
+    def pack(self, params):
+        """The flat vector of ``params`` (a :class:`FeatureParams`)."""
+        x, sl = np.empty(self.size), self.slices
+        x[sl["m"]] = np.ravel(params.m)
+        x[sl["s"]] = np.log(np.ravel(params.s))
+        x[sl["m_bin"]] = np.ravel(params.m_bin)
+        x[sl["s_bin"]] = np.log(np.ravel(params.s_bin))
+        x[sl["hyperparameters"]] = np.log([params.variance, params.transition_var])
+        return x
+
+    def unpack(self, x):
+        """The :class:`FeatureParams` of the flat vector ``x``."""
+        D, V, sl = self.n_features, self.n_classes, self.slices
+        h = np.exp(x[sl["hyperparameters"]])
+        return FeatureParams(
+            x[sl["m"]].reshape(D, V), np.exp(x[sl["s"]]).reshape(D, V),
+            x[sl["m_bin"]].reshape(V, V), np.exp(x[sl["s_bin"]]).reshape(V, V),
+            h[0], h[1])
+
+    def pack_gradient(self, params, grad):
+        """Gradients w.r.t. the parameters to the flat vector (chain rule
+        through the logarithms)."""
+        g, sl = np.empty(self.size), self.slices
+        g[sl["m"]] = np.ravel(grad["m"])
+        g[sl["s"]] = np.ravel(grad["s"] * params.s)
+        g[sl["m_bin"]] = np.ravel(grad["m_bin"])
+        g[sl["s_bin"]] = np.ravel(grad["s_bin"] * params.s_bin)
+        g[sl["hyperparameters"]] = [grad["log_variance"], grad["log_transition_var"]]
+        return g
+
+
+def pair_matrix(X, T):
+    """Products of the features shared by two tokens of one sequence.
+
+    Parameters
+    ----------
+    X : sparse matrix of shape (n_g * T, n_features)
+        Tokens of ``n_g`` sequences of length ``T``, stacked.
+    T : int
+        The sequence length.
+
+    Returns
+    -------
+    P : csr_matrix of shape (n_g * T * T, n_features)
+        Row ``(a T + t) T + t'`` holds ``x_td x_t'd`` for the tokens ``t,
+        t'`` of sequence ``a``, so that ``(P @ s).reshape(n_g, T, T, V)``
+        are the covariances ``X_a diag(s_v) X_a^T``.
+
+    Examples
+    --------
+    >>> import numpy as np, scipy.sparse as sp
+    >>> X = sp.csr_matrix(np.array([[1.0, 0.0], [1.0, 2.0]]))
+    >>> (pair_matrix(X, 2) @ np.array([1.0, 1.0])).reshape(2, 2)
+    array([[1., 1.],
+           [1., 5.]])
+    """
+    C = sp.coo_matrix(X)
+    r, d, v = C.row.astype(np.int64), C.col.astype(np.int64), C.data
+    a, t = r // T, r % T
+    order = np.lexsort((t, d, a))
+    a, t, d, v = a[order], t[order], d[order], v[order]
+    n = a.size
+    key = a * X.shape[1] + d
+    first = np.flatnonzero(np.r_[True, key[1:] != key[:-1]]) if n else np.zeros(0, int)
+    sizes = np.diff(np.r_[first, n])
+    group = np.repeat(np.arange(first.size), sizes)
+    reps = sizes[group]  # each entry pairs with every entry of its group
+    i = np.repeat(np.arange(n), reps)
+    start = np.cumsum(reps) - reps
+    j = np.repeat(first[group], reps) + (np.arange(i.size) - np.repeat(start, reps))
+    rows = (a[i] * T + t[i]) * T + t[j]
+    return sp.csr_matrix((v[i] * v[j], (rows, d[i])),
+                         shape=(X.shape[0] * T, X.shape[1]))
+
+
+class _Blocks:
+    """Buckets of sequences of one length and their pair matrices."""
+
+    def __init__(self, X, offsets):
+        self.X = sp.csr_matrix(X)
+        self.offsets = offsets
+        self.buckets, self.perm = _g.make_buckets(offsets)
+        self.pairs = [pair_matrix(self.X[bk.rows.ravel()], bk.T) for bk in self.buckets]
+
+    def moments(self, m, s, jitter):
+        """Means (1, N, V) and per-bucket covariances (n_g, 1, V, T, T)."""
+        V = m.shape[1]
+        b = np.asarray(self.X @ m)[None]
+        Sig = []
+        for bk, P in zip(self.buckets, self.pairs):
+            n_g, T = bk.rows.shape
+            S = np.asarray(P @ s).reshape(n_g, T, T, V).transpose(0, 3, 1, 2)
+            S = S + jitter * np.eye(T)
+            Sig.append(S[:, None])
+        return b, Sig
+
+    def backward(self, db, Sbar, V):
+        """Gradients w.r.t. ``m`` and ``s`` from those w.r.t. the moments."""
+        dm = np.asarray(self.X.T @ db[0])
+        ds = np.zeros_like(dm)
+        for bk, P, Sb in zip(self.buckets, self.pairs, Sbar):
+            flat = Sb[:, 0].transpose(0, 2, 3, 1).reshape(-1, V)
+            ds += np.asarray(P.T @ flat)
+        return dm, ds
+
+
+def feature_moments(X, lengths, m, s, variance, jitter):
+    """Posterior moments of the unary potentials of every sequence.
+
+    Parameters
+    ----------
+    X : sparse matrix of shape (n_tokens, n_features)
+        Tokens, sequences stacked.
+    lengths : array-like of int of shape (n_sequences,)
+        Sequence lengths.
+    m, s : ndarray of shape (n_features, V)
+        Whitened posterior means and variances of the feature weights.
+    variance : float
+        Prior variance ``sigma^2``.
+    jitter : float
+        Added to the diagonal of each (unscaled) covariance.
+
+    Returns
+    -------
+    b : ndarray of shape (1, n_tokens, V)
+        Means ``sigma X m``.
+    Sigma : list of ndarray of shape (1, V, T_n, T_n)
+        Covariances ``sigma^2 (X_n diag(s_v) X_n^T + jitter I)``.
+    """
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    blocks = _Blocks(X, offsets)
+    b, Sig = blocks.moments(m, s, jitter)
+    out = [None] * (offsets.size - 1)
+    for bk, Sb in zip(blocks.buckets, Sig):
+        for a, n in enumerate(bk.seqs):
+            out[n] = variance * Sb[a]
+    return np.sqrt(variance) * b, out
+
+
+class WeightSpaceObjective:
+    """Negative ELBO of the weight-space form and its gradient.
+
+    Same calling convention as :class:`~skgpstruct.gp.elbo.ELBOObjective`.
+
+    Parameters
+    ----------
+    likelihood : Likelihood
+        Structured likelihood object (:mod:`skgpstruct.likelihoods`).
+    X_flat : sparse matrix of shape (n_tokens, n_features)
+        Tokens of all training sequences (only the features to learn).
+    lengths : array-like of int of shape (n_sequences,)
+        Sequence lengths.
+    y_flat : ndarray of int of shape (n_tokens,)
+        Encoded labels.
+    n_classes : int
+        Number of labels.
+    learn_variance, learn_transition_var : bool
+        Whether ``sigma^2`` / ``tau^2`` are learned (else held at their
+        starting values: their gradients are zero and their bounds a point).
+    jitter : float, default=1e-4
+        Added to the diagonal of every unscaled covariance.
+    n_samples : int, default=100
+        Samples per sequence.
+    gradient : {"pathwise", "score"}, default="pathwise"
+        Gradient estimator of the expected log-likelihood.
+    """
+
+    def __init__(self, likelihood, X_flat, lengths, y_flat, n_classes, *,
+                 learn_variance=True, learn_transition_var=True, jitter=1e-4,
+                 n_samples=100, gradient="pathwise"):
+        _check_likelihood(likelihood, gradient, True, 0.0, False)
+        self.likelihood, self.gradient = likelihood, gradient
+        self.X_flat = sp.csr_matrix(X_flat, dtype=np.float64)
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
+        self.y_flat = np.asarray(y_flat, dtype=np.int64)
+        self.layout = FeatureLayout(self.X_flat.shape[1], n_classes)
+        self.learn = (bool(learn_variance), bool(learn_transition_var))
+        self.jitter, self.n_samples = float(jitter), int(n_samples)
+        self._blocks = {}
+
+    def bounds(self, x0):
+        """L-BFGS-B box: ``log s`` and the learned log variances bounded, a
+        variance not learned fixed at its value in ``x0``."""
+        sl = self.layout.slices
+        box = [(None, None)] * self.layout.size
+        for i in range(sl["s"].start, sl["s"].stop):
+            box[i] = LOG_S_BOUNDS
+        for i, learn in enumerate(self.learn):
+            pos = sl["hyperparameters"].start + i
+            box[pos] = LOG_VAR_BOUNDS if learn else (x0[pos], x0[pos])
+        return box
+
+    def _chunk_blocks(self, chunk):
+        key = (chunk.size, chunk[:1].tobytes(), hash(chunk.tobytes()))
+        blocks = self._blocks.get(key)
+        if blocks is None:
+            rows = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1])
+                                   for i in chunk])
+            offsets = np.concatenate([[0], np.cumsum(self.lengths[chunk])])
+            blocks = (_Blocks(self.X_flat[rows], offsets), self.y_flat[rows])
+            if len(self._blocks) < 64:
+                self._blocks[key] = blocks
+        return blocks
+
+    def __call__(self, x, seq_idx, seeds, scale=1.0, parallel=None):
+        """Negative ELBO estimate and its gradient at ``x`` (see
+        :meth:`skgpstruct.gp.elbo.ELBOObjective.__call__`)."""
+        layout = self.layout
+        params = layout.unpack(x)
+        ell, g = self._ell_sum(params, np.asarray(seq_idx), np.asarray(seeds), parallel)
+        m, s = params.m, params.s
+        kl_u = 0.5 * float(np.sum(s + m * m - 1.0 - np.log(s)))
+        tau2 = params.transition_var
+        kl_b, g_b = transition_kl(params.m_bin, params.s_bin, tau2, return_grad=True)
+        second = params.s_bin + params.m_bin ** 2
+        grad = {
+            "m": scale * g["m"] - m,
+            "s": scale * g["s"] - 0.5 * (1.0 - 1.0 / s),
+            "m_bin": scale * g["m_bin"] - g_b["m_bin"],
+            "s_bin": scale * g["s_bin"] - g_b["s_bin"],
+            "log_variance": scale * g["log_scale"] if self.learn[0] else 0.0,
+            "log_transition_var": (-0.5 * float(np.sum(1.0 - second / tau2))
+                                   if self.learn[1] else 0.0),
+        }
+        value = scale * ell - kl_u - kl_b
+        return -value, -layout.pack_gradient(params, grad)
+
+    def _ell_sum(self, params, seq_idx, seeds, parallel):
+        V = self.layout.n_classes
+        log_scale = float(np.log(params.variance))
+
+        def work(chunk, chunk_seeds):
+            blocks, y = self._chunk_blocks(chunk)
+            b, Sig = blocks.moments(params.m, params.s, self.jitter)
+            eps, eps_bin = draw_normals(blocks.offsets[1:] - blocks.offsets[:-1],
+                                        1, V, self.n_samples, chunk_seeds)
+            values, grad = ell_from_blocks(
+                self.likelihood, b, Sig, blocks.buckets, y, params, eps, eps_bin,
+                gradient=self.gradient, log_scale=log_scale)
+            dm, ds = blocks.backward(grad.pop("b"), grad.pop("Sigma"), V)
+            grad.update(m=dm, s=ds)
+            return float(np.sum(values)), grad
+
+        n_threads = 1 if parallel is None else effective_n_jobs(parallel.n_jobs)
+        with threadpool_limits(1) if n_threads > 1 else nullcontext():
+            return chunked_sum(work, seq_idx, seeds, chunk_size=CHUNK_SEQUENCES,
+                               parallel=parallel)
