@@ -398,6 +398,62 @@ class SequenceTaggerMixin:
         """
         return self._token_marginals(self._check_X(X))
 
+    _UNCERTAINTY_KINDS = ("entropy",)
+
+    def predict_uncertainty(self, X, kind="entropy", *, per="token"):
+        """How unsure the tagger is, per token or per sequence.
+
+        - ``"entropy"`` (both taggers): entropy in nats of each token's
+          marginal distribution (:meth:`predict_marginals`): the total
+          uncertainty, 0 when one label has probability 1, ``log
+          n_classes`` at most.
+        - ``"mutual_information"`` (GPStructTagger): the entropy of the
+          averaged marginals minus the average entropy of the marginals of
+          each posterior draw of the potentials (the BALD score): the part
+          of the uncertainty that comes from not knowing the model
+          (epistemic), which more training data would remove; 0 when all
+          posterior draws agree.
+        - ``"marginal_std"`` (GPStructTagger): the standard deviation over
+          posterior draws of each label's marginal, shape (T_n, n_classes)
+          per sequence.
+
+        Parameters
+        ----------
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The sequences, as for :meth:`predict`.
+        kind : str, default="entropy"
+            One of the kinds above that the tagger offers.
+        per : {"token", "sequence"}, default="token"
+            Per token, or the sum over each sequence's tokens (for
+            ``"entropy"`` an upper bound on the entropy of the label
+            sequence; not for ``"marginal_std"``).
+
+        Returns
+        -------
+        uncertainty : list of ndarray of shape (T_n,) or (T_n, n_classes), or ndarray of shape (n_sequences,)
+            Per token (a list with one array per sequence), or per sequence.
+        """
+        if kind not in self._UNCERTAINTY_KINDS:
+            raise ValueError(
+                f"kind must be one of {self._UNCERTAINTY_KINDS} for "
+                f"{type(self).__name__}, got {kind!r}."
+            )
+        if per not in ("token", "sequence"):
+            raise ValueError(f"per must be 'token' or 'sequence', got {per!r}.")
+        if per == "sequence" and kind == "marginal_std":
+            raise ValueError("kind='marginal_std' is per token (and label) only.")
+        values = self._token_uncertainty(self._check_X(X), kind)
+        if per == "sequence":
+            return np.array([float(v.sum()) for v in values])
+        return values
+
+    def _token_uncertainty(self, data, kind):
+        """Token entropies of the marginals (the kinds every tagger has)."""
+        out = []
+        for p in self._token_marginals(data):
+            out.append(-np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1))
+        return out
+
     def predict_single(self, x):
         """Predict the labels of one sequence.
 

@@ -10,31 +10,18 @@ by :mod:`skgpstruct.gp.sampling`, as in training).
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import delayed
 from sklearn.base import BaseEstimator, clone
 from sklearn.gaussian_process.kernels import ConstantKernel, Kernel
-from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
-from . import chain
-from ._gp_features import FeatureFormMixin
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, minibatches
-from ._sequences import SequenceData, encode_labels
+from ._gp_features import FeatureFormMixin
+from ._gp_predict import GPPredictMixin
 from .gp.elbo import ELBOObjective
 from .gp.inducing import init_inducing_points
 from .gp.kernels import LinearKernel
-from .gp.kl import mixture_kl, transition_kl
-from .gp.sampling import draw_normals, sample_potentials
-from .gp.ell import expected_log_likelihood
-from .gp.terms import (
-    compute_gp_terms,
-    inducing_cholesky,
-    sequence_marginals,
-    split_kernel_scale,
-)
+from .gp.terms import inducing_cholesky, split_kernel_scale
 from .gp.variational import VariationalLayout, VariationalParams, init_variational_params
 from .likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
 from .optim import make_optimizer
@@ -45,7 +32,8 @@ _SEED_MAX = np.iinfo(np.int32).max
 _SCALE_BOUNDS = (1e-5, 1e5)  # of the learned ConstantKernel factor ("scale")
 
 
-class GPStructTagger(FeatureFormMixin, SequenceTaggerMixin, BaseEstimator):
+class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
+                     BaseEstimator):
     """Linear-chain CRF whose potentials are Gaussian processes (GPstruct).
 
     One GP per label over the token features gives the unary potentials; the
@@ -508,110 +496,3 @@ class GPStructTagger(FeatureFormMixin, SequenceTaggerMixin, BaseEstimator):
         self.transition_var_ = params.s_bin
         self._Lzz = inducing_cholesky(self._fixed_kernel()[0], self.inducing_points_,
                                       self.jitter)
-
-    def _terms(self, data):
-        """Kernel quantities of ``data`` under the fitted kernel (that of
-        the base kernel scaled by the learned factor, with "scale")."""
-        base, factor = self._fixed_kernel()
-        terms = compute_gp_terms(
-            base, data.X_flat, data.lengths, self.inducing_points_,
-            jitter=self.jitter, Lzz=self._Lzz,
-        )
-        return terms.scaled(factor)
-
-    # -------------------------------------------------------------- predict
-    def _sequence_moments(self, data):
-        """Posterior moments of the unary potentials of every sequence."""
-        if self.approximation_ == "features":
-            return self._feature_sequence_moments(data)
-        return sequence_marginals(self._terms(data), self.q_mu_, self.q_sqrt_)
-
-    def _seeds(self, n):
-        rng = check_random_state(self.random_state)
-        return rng.randint(_SEED_MAX, size=n)
-
-    def _sample_marginals(self, b_n, Sigma_n, seed):
-        """Marginals of one sequence averaged over posterior samples
-        (drawn as in training: :func:`~skgpstruct.gp.sampling.draw_normals`
-        from the sequence's seed, :func:`~skgpstruct.gp.sampling.sample_potentials`)."""
-        K, T, V = b_n.shape
-        eps, eps_bin = draw_normals([T], K, V, self.n_predict_samples, [seed])
-        C = np.linalg.cholesky(Sigma_n)  # (K, V, T, T): mean-field blocks
-        F, B = sample_potentials(b_n[None], C[None], eps[0][None],
-                                 self.transition_mean_, self.transition_var_,
-                                 eps_bin[0][None])
-        out = np.zeros((T, V))
-        for k in range(K):
-            unary, _ = chain.marginals(F[0, k], B[0, k])
-            out += self.weights_[k] * unary.mean(axis=0)
-        return out
-
-    def _token_marginals(self, data):
-        """Sample-averaged marginals of every sequence of ``data`` (the
-        ``"marginal"`` decoder and :meth:`predict_marginals`)."""
-        if self.posterior == "coupled":
-            raise NotImplementedError(
-                "predict_marginals with posterior='coupled' is not available yet."
-            )
-        b, Sigma = self._sequence_moments(data)
-        seeds = self._seeds(data.n_sequences)
-        offsets = data.offsets
-        # per-sequence work on small matrices: single-threaded BLAS is faster
-        with threadpool_limits(1), self._parallel() as parallel:
-            out = parallel(
-                delayed(self._sample_marginals)(
-                    b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i]
-                )
-                for i in range(data.n_sequences)
-            )
-        return out
-
-    def _decoder(self):
-        return self.decode
-
-    def _decode_potentials(self, data):
-        """Posterior-mean potentials (the ``"viterbi"`` decoder)."""
-        b, _ = self._sequence_moments(data)
-        return np.tensordot(self.weights_, b, axes=1), self.transition_mean_
-
-    def elbo(self, X, y):
-        """Evidence lower bound of the fitted posterior on ``(X, y)``.
-
-        The expected log-likelihood of the given sequences (estimated with
-        ``n_predict_samples`` samples per sequence and component) minus the
-        KL terms; useful to compare models on held-out data.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
-        y : list of array-like of shape (T_n,)
-            Labels (all seen in ``fit``).
-
-        Returns
-        -------
-        elbo : float
-        """
-        check_is_fitted(self, "transition_mean_")
-        data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_)
-        data.y_flat = encode_labels(self._encoder(), data.y_flat)
-        if self.approximation_ == "features":
-            return self._feature_elbo(data, self._seeds(data.n_sequences))
-        terms = self._terms(data)
-        eps, eps_bin = draw_normals(
-            data.lengths, self.q_mu_.shape[0], len(self.classes_),
-            self.n_predict_samples, self._seeds(data.n_sequences),
-        )
-        values = expected_log_likelihood(
-            get_likelihood(self.likelihood), terms, data.y_flat, self._params(),
-            eps, eps_bin, return_grad=False,
-        )
-        kl = mixture_kl(self.q_mu_, self.q_sqrt_, self.weights_) + transition_kl(
-            self.transition_mean_, self.transition_var_, self.transition_prior_var_
-        )
-        return float(np.sum(values) - kl)
-
-    def _encoder(self):
-        enc = LabelEncoder()
-        enc.classes_ = self.classes_
-        return enc

@@ -47,7 +47,10 @@ __all__ = ["FeatureLayout", "FeatureParams", "WeightSpaceObjective",
 LOG_S_BOUNDS = (-25.0, 3.0)
 #: Box of the learned log prior variances (kernel and transitions).
 LOG_VAR_BOUNDS = (np.log(1e-4), np.log(1e4))
-CHUNK_SEQUENCES = 256
+#: Sequences per unit of parallel work (fixed: results do not depend on
+#: n_jobs). Small, since the weight-space form has no large BLAS products
+#: to batch: 150 training sentences give 5 chunks for the threads.
+CHUNK_SEQUENCES = 32
 
 
 class FeatureParams:

@@ -1,0 +1,166 @@
+"""GPStructTagger's predictions: posterior moments, sampled marginals,
+predictive uncertainty and the ELBO on new data.
+
+A mixin of :class:`~skgpstruct.GPStructTagger`: every prediction of either
+posterior form (inducing points or weight space) goes through
+:meth:`GPPredictMixin._sequence_moments` (the Gaussian marginals of each
+sequence's unary potentials) and the same sampler as training.
+"""
+
+import numpy as np
+from joblib import delayed
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
+
+from . import chain
+from ._sequences import SequenceData, encode_labels
+from .gp.ell import expected_log_likelihood
+from .gp.kl import mixture_kl, transition_kl
+from .gp.sampling import draw_normals, sample_potentials
+from .gp.terms import compute_gp_terms, sequence_marginals
+from .likelihoods import get_likelihood
+
+__all__ = ["GPPredictMixin"]
+
+_SEED_MAX = np.iinfo(np.int32).max
+
+
+class GPPredictMixin:
+    """Prediction methods of :class:`~skgpstruct.GPStructTagger`."""
+
+    def _terms(self, data):
+        """Kernel quantities of ``data`` under the fitted kernel (that of
+        the base kernel scaled by the learned factor, with "scale")."""
+        base, factor = self._fixed_kernel()
+        terms = compute_gp_terms(
+            base, data.X_flat, data.lengths, self.inducing_points_,
+            jitter=self.jitter, Lzz=self._Lzz,
+        )
+        return terms.scaled(factor)
+
+    # -------------------------------------------------------------- predict
+    def _sequence_moments(self, data):
+        """Posterior moments of the unary potentials of every sequence."""
+        if self.approximation_ == "features":
+            return self._feature_sequence_moments(data)
+        return sequence_marginals(self._terms(data), self.q_mu_, self.q_sqrt_)
+
+    def _seeds(self, n):
+        rng = check_random_state(self.random_state)
+        return rng.randint(_SEED_MAX, size=n)
+
+    def _sample_marginals(self, b_n, Sigma_n, seed, stats=False):
+        """Marginals of one sequence averaged over posterior samples
+        (drawn as in training: :func:`~skgpstruct.gp.sampling.draw_normals`
+        from the sequence's seed, :func:`~skgpstruct.gp.sampling.sample_potentials`).
+        With ``stats`` also the mean over draws of the token entropies (T,)
+        and the standard deviation over draws of each marginal (T, V)."""
+        K, T, V = b_n.shape
+        eps, eps_bin = draw_normals([T], K, V, self.n_predict_samples, [seed])
+        C = np.linalg.cholesky(Sigma_n)  # (K, V, T, T): mean-field blocks
+        F, B = sample_potentials(b_n[None], C[None], eps[0][None],
+                                 self.transition_mean_, self.transition_var_,
+                                 eps_bin[0][None])
+        out, second, entropy = np.zeros((T, V)), np.zeros((T, V)), np.zeros(T)
+        for k in range(K):
+            unary, _ = chain.marginals(F[0, k], B[0, k])
+            w = self.weights_[k]
+            out += w * unary.mean(axis=0)
+            if stats:
+                second += w * (unary ** 2).mean(axis=0)
+                entropy += w * _entropy(unary).mean(axis=0)
+        if not stats:
+            return out
+        return out, entropy, np.sqrt(np.maximum(second - out ** 2, 0.0))
+
+    def _token_marginals(self, data, stats=False):
+        """Sample-averaged marginals of every sequence of ``data`` (the
+        ``"marginal"`` decoder and :meth:`predict_marginals`); with
+        ``stats`` the tuples of :meth:`_sample_marginals`."""
+        if self.posterior == "coupled":
+            raise NotImplementedError(
+                "predict_marginals with posterior='coupled' is not available yet."
+            )
+        b, Sigma = self._sequence_moments(data)
+        seeds = self._seeds(data.n_sequences)
+        offsets = data.offsets
+        # per-sequence work on small matrices: single-threaded BLAS is faster
+        with threadpool_limits(1), self._parallel() as parallel:
+            out = parallel(
+                delayed(self._sample_marginals)(
+                    b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i], stats
+                )
+                for i in range(data.n_sequences)
+            )
+        return out
+
+    def _decoder(self):
+        return self.decode
+
+    _UNCERTAINTY_KINDS = ("entropy", "mutual_information", "marginal_std")
+
+    def _token_uncertainty(self, data, kind):
+        """Per-token uncertainty of ``kind`` (see ``predict_uncertainty``)."""
+        if kind == "entropy":
+            return [_entropy(p) for p in self._token_marginals(data)]
+        out = []
+        for mean, mean_entropy, std in self._token_marginals(data, stats=True):
+            if kind == "marginal_std":
+                out.append(std)
+            else:  # epistemic part: H(mean) - mean H, >= 0 up to rounding
+                out.append(np.maximum(_entropy(mean) - mean_entropy, 0.0))
+        return out
+
+    def _decode_potentials(self, data):
+        """Posterior-mean potentials (the ``"viterbi"`` decoder)."""
+        b, _ = self._sequence_moments(data)
+        return np.tensordot(self.weights_, b, axes=1), self.transition_mean_
+
+    def elbo(self, X, y):
+        """Evidence lower bound of the fitted posterior on ``(X, y)``.
+
+        The expected log-likelihood of the given sequences (estimated with
+        ``n_predict_samples`` samples per sequence and component) minus the
+        KL terms; useful to compare models on held-out data.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+        y : list of array-like of shape (T_n,)
+            Labels (all seen in ``fit``).
+
+        Returns
+        -------
+        elbo : float
+        """
+        check_is_fitted(self, "transition_mean_")
+        data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_)
+        data.y_flat = encode_labels(self._encoder(), data.y_flat)
+        if self.approximation_ == "features":
+            return self._feature_elbo(data, self._seeds(data.n_sequences))
+        terms = self._terms(data)
+        eps, eps_bin = draw_normals(
+            data.lengths, self.q_mu_.shape[0], len(self.classes_),
+            self.n_predict_samples, self._seeds(data.n_sequences),
+        )
+        values = expected_log_likelihood(
+            get_likelihood(self.likelihood), terms, data.y_flat, self._params(),
+            eps, eps_bin, return_grad=False,
+        )
+        kl = mixture_kl(self.q_mu_, self.q_sqrt_, self.weights_) + transition_kl(
+            self.transition_mean_, self.transition_var_, self.transition_prior_var_
+        )
+        return float(np.sum(values) - kl)
+
+    def _encoder(self):
+        enc = LabelEncoder()
+        enc.classes_ = self.classes_
+        return enc
+
+
+def _entropy(p):
+    """Entropy (nats) over the last axis; 0 log 0 = 0."""
+    return -np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1)
