@@ -151,7 +151,13 @@ class FeatureFormMixin:
                                                   monitor)
         self.elbo_history_ = [-value for value in monitor.history]
         self.n_iter_ = monitor.iter
-        self._store_features(objective.layout.unpack(x), X.shape[1])
+        fitted = objective.layout.unpack(x)
+        # a fixed variance is kept as given, not as exp(log(.)) of it
+        if not learn[0]:
+            fitted.variance = variance
+        if not learn[1]:
+            fitted.transition_var = params.transition_var
+        self._store_features(fitted, X.shape[1])
 
     def _fit_features_stochastic(self, objective, x, n, rng, parallel, monitor):
         _, n_batches = minibatches(n, self.batch_size)
@@ -210,8 +216,11 @@ class FeatureFormMixin:
         values = ell_from_blocks(get_likelihood(self.likelihood), b, Sig,
                                  blocks.buckets, data.y_flat, params, eps, eps_bin,
                                  return_grad=False)
-        m = self.coef_ / np.sqrt(sigma2)
-        s = self.coef_var_ / sigma2
+        # the features never active in training are not part of the model
+        # (coef_var_ 0 there), as in the fitted objective
+        active = self._active_features_
+        m = self.coef_[:, active] / np.sqrt(sigma2)
+        s = self.coef_var_[:, active] / sigma2
         kl = 0.5 * float(np.sum(s + m * m - 1.0 - np.log(s)))
         kl += transition_kl(self.transition_mean_, self.transition_var_,
                             self.transition_prior_var_)
