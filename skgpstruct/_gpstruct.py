@@ -171,7 +171,9 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         progress bar over the epochs of the stochastic optimisers).
     warm_start : bool, default=False
         Reuse the previous posterior, inducing points and kernel when
-        refitting on data with the same labels and features.
+        refitting on data with the same labels and features (and the same
+        form); the fitted ``kernel_`` is kept, so a changed
+        ``kernel_variance`` takes effect only on a cold fit.
 
     Attributes
     ----------
@@ -187,7 +189,9 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         The form that was fitted (see ``approximation``).
     coef_ : ndarray of shape (n_classes, n_features)
         Weight-space form only: posterior means of the weights
-        (``sigma m``); unary potentials ``X @ coef_.T``.
+        (``sigma m``); unary potentials ``X @ coef_.T``. With a
+        ``LinearKernel(bias=b)`` one more column: the weight of a constant
+        feature of value ``sqrt(b / variance)`` appended to ``X``.
     coef_var_ : ndarray of shape (n_classes, n_features)
         Weight-space form only: their posterior variances (``sigma^2 s``);
         0 for the features never seen in training, which are not part of

@@ -290,7 +290,7 @@ class WeightSpaceObjective:
         return box
 
     def _chunk_blocks(self, chunk):
-        key = (chunk.size, chunk[:1].tobytes(), hash(chunk.tobytes()))
+        key = np.asarray(chunk, dtype=np.int64).tobytes()  # exact, no hash collisions
         blocks = self._blocks.get(key)
         if blocks is None:
             rows = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1])
