@@ -9,7 +9,6 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
-from ._base import fit_epochs, fit_lbfgs, minibatches
 from sklearn.utils import check_random_state
 
 from ._variance_cv import cv_prior_variance
@@ -25,7 +24,6 @@ from .gp.weight_space import (
     feature_moments,
 )
 from .likelihoods import get_likelihood
-from .optim import make_optimizer
 
 _SEED_MAX = np.iinfo(np.int32).max
 #: Starting prior variance of the weights when it is learned and no kernel
@@ -139,18 +137,11 @@ class FeatureFormMixin:
             learn_variance=learn[0], learn_transition_var=learn[1],
             jitter=self.jitter, n_samples=self.n_samples, gradient=self.gradient)
         x = objective.layout.pack(params)
-        n = data.n_sequences
-        monitor = self._monitor(label="ELBO", sign=-1.0)
-        with self._parallel() as parallel:
-            if self.optimizer == "lbfgs":
-                seeds, all_idx = rng.randint(_SEED_MAX, size=n), np.arange(n)
-                x = fit_lbfgs(lambda z: objective(z, all_idx, seeds, 1.0, parallel),
-                              x, monitor, bounds=objective.bounds(x))
-            else:
-                x = self._fit_features_stochastic(objective, x, n, rng, parallel,
-                                                  monitor)
-        self.elbo_history_ = [-value for value in monitor.history]
-        self.n_iter_ = monitor.iter
+        box = objective.bounds(x)
+        sl = objective.layout.slices["hyperparameters"]
+        hyper = np.array(box[sl], dtype=np.float64)
+        x = self._optimize(objective, x, data.n_sequences, rng, box,
+                           project=(sl.start, hyper[:, 0], hyper[:, 1]))
         fitted = objective.layout.unpack(x)
         # a fixed variance is kept as given, not as exp(log(.)) of it
         if not learn[0]:
@@ -158,24 +149,6 @@ class FeatureFormMixin:
         if not learn[1]:
             fitted.transition_var = params.transition_var
         self._store_features(fitted, X.shape[1])
-
-    def _fit_features_stochastic(self, objective, x, n, rng, parallel, monitor):
-        _, n_batches = minibatches(n, self.batch_size)
-        saga = self.optimizer == "saga"
-        opt = make_optimizer(self.optimizer, self.learning_rate, n_blocks=n_batches)
-
-        def step(z, idx, seeds):
-            value, grad = objective(z, idx, seeds, n / len(idx), parallel)
-            grad = grad / (n_batches * n) if saga else grad / n
-            return value / n_batches, grad, 1.0
-
-        box = np.array(objective.bounds(x)[objective.layout.slices["hyperparameters"]],
-                       dtype=np.float64)
-        start = objective.layout.slices["hyperparameters"].start
-        return fit_epochs(step, x, opt, monitor, n_sequences=n,
-                          batch_size=self.batch_size, rng=rng,
-                          project=(start, box[:, 0], box[:, 1]),
-                          desc="GPStructTagger")
 
     def _store_features(self, params, n_active):
         """Fitted attributes of the weight-space form."""

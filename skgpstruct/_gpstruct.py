@@ -428,18 +428,25 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         params = self._init_params(data, warm, rng)
         objective = self._objective(lik, data, params, warm)
         x = objective.layout.pack(params, objective.initial_hyperparameters())
-        n = data.n_sequences
+        x = self._optimize(objective, x, data.n_sequences, rng, objective.bounds())
+        self._store(x, objective)
+
+    def _optimize(self, objective, x, n, rng, bounds, project=None):
+        """Run ``optimizer`` on ``objective`` from ``x`` (L-BFGS within
+        ``bounds`` on fixed samples, or the stochastic epochs); records
+        ``elbo_history_`` and ``n_iter_``."""
         monitor = self._monitor(label="ELBO", sign=-1.0)
         with self._parallel() as parallel:
             if self.optimizer == "lbfgs":
                 seeds, all_idx = rng.randint(_SEED_MAX, size=n), np.arange(n)
                 x = fit_lbfgs(lambda z: objective(z, all_idx, seeds, 1.0, parallel),
-                              x, monitor, bounds=objective.bounds())
+                              x, monitor, bounds=bounds)
             else:
-                x = self._fit_stochastic(objective, x, n, rng, parallel, monitor)
+                x = self._fit_stochastic(objective, x, n, rng, parallel, monitor,
+                                         project=project)
         self.elbo_history_ = [-value for value in monitor.history]
         self.n_iter_ = monitor.iter
-        self._store(x, objective)
+        return x
 
     def _objective(self, lik, data, params, warm):
         """The :class:`~skgpstruct.gp.elbo.ELBOObjective` that ``fit``
@@ -464,10 +471,11 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
             n_samples=self.n_samples, gradient=self.gradient,
         )
 
-    def _fit_stochastic(self, objective, x, n, rng, parallel, monitor):
+    def _fit_stochastic(self, objective, x, n, rng, parallel, monitor, project=None):
         """Epochs of minibatch steps with fresh samples every step; the
         learned hyperparameters are projected onto their bounds after every
-        step."""
+        step (``project``: ``(start, low, high)`` of ``fit_epochs``, by
+        default from ``objective.hyperparameter_bounds()``)."""
         _, n_batches = minibatches(n, self.batch_size)
         saga = self.optimizer == "saga"
         opt = make_optimizer(self.optimizer, self.learning_rate, n_blocks=n_batches)
@@ -482,9 +490,10 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
             grad = grad / (n_batches * n) if saga else grad / n
             return value / n_batches, grad, 1.0
 
-        hyper = objective.hyperparameter_bounds()
-        start = objective.layout.slices["hyperparameters"].start
-        project = None if hyper is None else (start, hyper[:, 0], hyper[:, 1])
+        if project is None:
+            hyper = objective.hyperparameter_bounds()
+            start = objective.layout.slices["hyperparameters"].start
+            project = None if hyper is None else (start, hyper[:, 0], hyper[:, 1])
         return fit_epochs(step, x, opt, monitor, n_sequences=n,
                           batch_size=self.batch_size, rng=rng, project=project,
                           desc="GPStructTagger")

@@ -32,22 +32,105 @@ __all__ = [
 ROW_SUM_TOL = 1e-6
 
 
-def _label_repr(labels, limit=10):
-    shown = ", ".join(repr(v) for v in labels[:limit])
-    return "[" + shown + (", ..." if len(labels) > limit else "") + "]"
-
-
-def _check_marginals(y_true, marginals, labels):
-    """Check that ``y_true`` and ``marginals`` line up with ``labels``.
-
-    Parameters
+_DOC_PIECES = {
+    "parameters": """Parameters
     ----------
     y_true : list of array-like of shape (T_n,)
         Gold label sequences.
     marginals : list of array-like of shape (T_n, n_classes)
         Token marginals, columns in the order of ``labels``.
     labels : array-like of shape (n_classes,)
-        The labels of the columns.
+        The labels of the columns (the estimator's ``classes_``).""",
+    "example_3": """>>> y_true = [["B", "I"], ["O"]]
+    >>> marginals = [[[0.8, 0.2, 0.0], [0.3, 0.6, 0.1]], [[0.1, 0.0, 0.9]]]""",
+    "example_4": """>>> y_true = [["B", "I"], ["O", "O"]]
+    >>> marginals = [[[0.8, 0.2, 0.0], [0.3, 0.6, 0.1]],
+    ...              [[0.1, 0.0, 0.9], [0.1, 0.7, 0.2]]]""",
+}
+
+
+def _fill_doc(func):
+    """Fill a docstring's ``{parameters}``, ``{example_3}``, ... from _DOC_PIECES."""
+    func.__doc__ = func.__doc__.format(**_DOC_PIECES)
+    return func
+
+
+def _label_repr(labels, limit=10):
+    shown = ", ".join(repr(v) for v in labels[:limit])
+    return "[" + shown + (", ..." if len(labels) > limit else "") + "]"
+
+
+def _check_labels(y_true, labels):
+    """Validate ``labels``; return them as a list and a label -> column dict."""
+    if labels is None:
+        raise ValueError("labels is required: the labels of the marginals' "
+                         "columns, e.g. the estimator's classes_.")
+    if isinstance(y_true, str) or isinstance(labels, str):
+        raise TypeError("y_true must be a list of label sequences and labels "
+                        "an array-like of labels.")
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or labels.shape[0] == 0:
+        raise ValueError("labels must be a non-empty 1-D array-like, got shape "
+                         f"{labels.shape}.")
+    label_list = labels.tolist()
+    index = {}
+    for j, lab in enumerate(label_list):
+        if lab in index:
+            raise ValueError(f"labels contains {lab!r} more than once.")
+        index[lab] = j
+    return label_list, index
+
+
+def _check_sequence(i, a, p, n_classes):
+    """Validate sequence ``i``: labels ``a`` and marginals ``p``, as arrays."""
+    if isinstance(a, str):
+        raise TypeError(f"Sequence {i} of y_true is a string; each sequence "
+                        "must be a list of labels, one per token.")
+    a = np.asarray(a)
+    p = np.asarray(p, dtype=float)
+    error = f"Sequence {i} of marginals"
+    if a.ndim != 1:
+        raise ValueError(f"Sequence {i} of y_true must be 1-D, got shape {a.shape}.")
+    if p.ndim != 2:
+        raise ValueError(f"{error} must be 2-D (T_n, n_classes), got shape {p.shape}.")
+    if p.shape[1] != n_classes:
+        raise ValueError(f"{error} has {p.shape[1]} columns but labels has "
+                         f"{n_classes} labels.")
+    if a.shape[0] != p.shape[0]:
+        raise ValueError(f"Sequence {i} has {a.shape[0]} labels in y_true but "
+                         f"{p.shape[0]} rows in marginals.")
+    for bad, what in ((~np.isfinite(p), "a NaN or infinite value"),
+                      (p < 0, "a negative probability")):
+        if np.any(bad):
+            t = int(np.argwhere(bad)[0, 0])
+            raise ValueError(f"{error} has {what} (token {t}).")
+    sums = p.sum(axis=1)
+    bad = np.abs(sums - 1.0) > ROW_SUM_TOL
+    if np.any(bad):
+        t = int(np.argmax(bad))
+        raise ValueError(f"{error}: token {t}'s row sums to {float(sums[t]):.9g}, "
+                         f"not 1 (tolerance {ROW_SUM_TOL:g}).")
+    return a, p
+
+
+def _label_columns(i, a, index, label_list):
+    """Column of each label of sequence ``i``, ``a``, in the marginals."""
+    idx = np.empty(a.shape[0], dtype=np.intp)
+    for t, lab in enumerate(a.tolist()):
+        try:
+            idx[t] = index[lab]
+        except (KeyError, TypeError):
+            raise ValueError(f"y_true contains the label {lab!r} (sequence {i}, "
+                             f"token {t}), which is not in labels "
+                             f"{_label_repr(label_list)}.") from None
+    return idx
+
+
+@_fill_doc
+def _check_marginals(y_true, marginals, labels):
+    """Check that ``y_true`` and ``marginals`` line up with ``labels``.
+
+    {parameters}
 
     Returns
     -------
@@ -67,93 +150,19 @@ def _check_marginals(y_true, marginals, labels):
         probability, a row that does not sum to 1 within
         :data:`ROW_SUM_TOL`, or no tokens at all.
     """
-    if labels is None:
-        raise ValueError("labels is required: the labels of the marginals' "
-                         "columns, e.g. the estimator's classes_.")
-    if isinstance(y_true, str) or isinstance(labels, str):
-        raise TypeError("y_true must be a list of label sequences and labels "
-                        "an array-like of labels.")
-    labels = np.asarray(labels)
-    if labels.ndim != 1 or labels.shape[0] == 0:
-        raise ValueError(
-            f"labels must be a non-empty 1-D array-like, got shape {labels.shape}."
-        )
-    label_list = labels.tolist()
-    index = {}
-    for j, lab in enumerate(label_list):
-        if lab in index:
-            raise ValueError(f"labels contains {lab!r} more than once.")
-        index[lab] = j
-    n_classes = len(label_list)
-
+    label_list, index = _check_labels(y_true, labels)
     y_true = list(y_true)
     marginals = list(marginals)
     if len(y_true) != len(marginals):
-        raise ValueError(
-            f"y_true has {len(y_true)} sequences but marginals has "
-            f"{len(marginals)}."
-        )
+        raise ValueError(f"y_true has {len(y_true)} sequences but marginals "
+                         f"has {len(marginals)}.")
     if len(y_true) == 0:
         raise ValueError("y_true and marginals are empty.")
 
     y_index, proba, lengths = [], [], []
     for i, (a, p) in enumerate(zip(y_true, marginals)):
-        if isinstance(a, str):
-            raise TypeError(
-                f"Sequence {i} of y_true is a string; each sequence must be a "
-                "list of labels, one per token."
-            )
-        a = np.asarray(a)
-        p = np.asarray(p, dtype=float)
-        if a.ndim != 1:
-            raise ValueError(
-                f"Sequence {i} of y_true must be 1-D, got shape {a.shape}."
-            )
-        if p.ndim != 2:
-            raise ValueError(
-                f"Sequence {i} of marginals must be 2-D (T_n, n_classes), got "
-                f"shape {p.shape}."
-            )
-        if p.shape[1] != n_classes:
-            raise ValueError(
-                f"Sequence {i} of marginals has {p.shape[1]} columns but "
-                f"labels has {n_classes} labels."
-            )
-        if a.shape[0] != p.shape[0]:
-            raise ValueError(
-                f"Sequence {i} has {a.shape[0]} labels in y_true but "
-                f"{p.shape[0]} rows in marginals."
-            )
-        if not np.all(np.isfinite(p)):
-            t = int(np.argwhere(~np.isfinite(p))[0, 0])
-            raise ValueError(
-                f"Sequence {i} of marginals has a NaN or infinite value "
-                f"(token {t})."
-            )
-        if np.any(p < 0):
-            t = int(np.argwhere(p < 0)[0, 0])
-            raise ValueError(
-                f"Sequence {i} of marginals has a negative probability "
-                f"(token {t})."
-            )
-        sums = p.sum(axis=1)
-        bad = np.abs(sums - 1.0) > ROW_SUM_TOL
-        if np.any(bad):
-            t = int(np.argmax(bad))
-            raise ValueError(
-                f"Sequence {i} of marginals: token {t}'s row sums to "
-                f"{float(sums[t]):.9g}, not 1 (tolerance {ROW_SUM_TOL:g})."
-            )
-        idx = np.empty(a.shape[0], dtype=np.intp)
-        for t, lab in enumerate(a.tolist()):
-            try:
-                idx[t] = index[lab]
-            except (KeyError, TypeError):
-                raise ValueError(
-                    f"y_true contains the label {lab!r} (sequence {i}, token "
-                    f"{t}), which is not in labels {_label_repr(label_list)}."
-                ) from None
-        y_index.append(idx)
+        a, p = _check_sequence(i, a, p, len(label_list))
+        y_index.append(_label_columns(i, a, index, label_list))
         proba.append(p)
         lengths.append(a.shape[0])
     lengths = np.asarray(lengths, dtype=np.intp)
@@ -162,21 +171,17 @@ def _check_marginals(y_true, marginals, labels):
     return np.concatenate(y_index), np.concatenate(proba, axis=0), lengths
 
 
-def _check_n_bins(n_bins):
-    if (not isinstance(n_bins, numbers.Integral) or isinstance(n_bins, bool)
-            or n_bins < 1):
-        raise ValueError(f"n_bins must be an integer >= 1, got {n_bins!r}.")
-    return int(n_bins)
-
-
-def _check_eps(eps):
-    if not isinstance(eps, numbers.Real) or not 0 <= eps < 1:
-        raise ValueError(f"eps must be a float in [0, 1), got {eps!r}.")
-    return float(eps)
+def _check_number(name, value, expected, ok, integer=False):
+    """``value`` as an int (``integer``, bools refused) or a float, if ``ok(value)``."""
+    kind = numbers.Integral if integer else numbers.Real
+    if (not isinstance(value, kind) or (integer and isinstance(value, bool))
+            or not ok(value)):
+        raise ValueError(f"{name} must be {expected}, got {value!r}.")
+    return int(value) if integer else float(value)
 
 
 def _true_proba(y_true, marginals, labels, eps):
-    eps = _check_eps(eps)
+    eps = _check_number("eps", eps, "a float in [0, 1)", lambda e: 0 <= e < 1)
     y_index, proba, lengths = _check_marginals(y_true, marginals, labels)
     p = proba[np.arange(y_index.shape[0]), y_index]
     return np.clip(p, eps, 1.0), lengths
@@ -196,6 +201,7 @@ def _confidence(y_true, marginals, labels):
     return conf, correct
 
 
+@_fill_doc
 def marginal_log_loss(y_true, marginals, *, labels, eps=1e-15):
     """Mean negative log-probability of the true labels under the token marginals.
 
@@ -231,8 +237,7 @@ def marginal_log_loss(y_true, marginals, *, labels, eps=1e-15):
     Examples
     --------
     >>> from skgpstruct.metrics import marginal_log_loss
-    >>> y_true = [["B", "I"], ["O"]]
-    >>> marginals = [[[0.8, 0.2, 0.0], [0.3, 0.6, 0.1]], [[0.1, 0.0, 0.9]]]
+    {example_3}
     >>> marginal_log_loss(y_true, marginals, labels=["B", "I", "O"])  # -(log .8 + log .6 + log .9) / 3
     0.2797...
     """
@@ -240,6 +245,7 @@ def marginal_log_loss(y_true, marginals, *, labels, eps=1e-15):
     return float(np.mean(_neg_log(p)))
 
 
+@_fill_doc
 def sequence_log_loss(y_true, marginals, *, labels, eps=1e-15):
     """Mean over sequences of the negative log-probability of the true sequence,
     factorised over the token marginals.
@@ -252,14 +258,7 @@ def sequence_log_loss(y_true, marginals, *, labels, eps=1e-15):
     so it is neither the exact path probability ``p(y | x)`` nor a bound on
     it; it is what can be computed from ``predict_marginals`` alone.
 
-    Parameters
-    ----------
-    y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
-    marginals : list of array-like of shape (T_n, n_classes)
-        Token marginals, columns in the order of ``labels``.
-    labels : array-like of shape (n_classes,)
-        The labels of the columns (the estimator's ``classes_``).
+    {parameters}
     eps : float, default=1e-15
         Token probabilities are clipped to ``[eps, 1]`` before the log.
 
@@ -271,8 +270,7 @@ def sequence_log_loss(y_true, marginals, *, labels, eps=1e-15):
     Examples
     --------
     >>> from skgpstruct.metrics import sequence_log_loss
-    >>> y_true = [["B", "I"], ["O"]]
-    >>> marginals = [[[0.8, 0.2, 0.0], [0.3, 0.6, 0.1]], [[0.1, 0.0, 0.9]]]
+    {example_3}
     >>> sequence_log_loss(y_true, marginals, labels=["B", "I", "O"])  # -(log(.8 * .6) + log .9) / 2
     0.4196...
     """
@@ -285,6 +283,7 @@ def sequence_log_loss(y_true, marginals, *, labels, eps=1e-15):
     return float(np.mean(per_seq))
 
 
+@_fill_doc
 def marginal_brier_score(y_true, marginals, *, labels):
     """Multi-class Brier score of the token marginals.
 
@@ -294,14 +293,7 @@ def marginal_brier_score(y_true, marginals, *, labels):
     ``[0, 2]``, and for two classes it is twice
     :func:`sklearn.metrics.brier_score_loss`).
 
-    Parameters
-    ----------
-    y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
-    marginals : list of array-like of shape (T_n, n_classes)
-        Token marginals, columns in the order of ``labels``.
-    labels : array-like of shape (n_classes,)
-        The labels of the columns (the estimator's ``classes_``).
+    {parameters}
 
     Returns
     -------
@@ -311,8 +303,7 @@ def marginal_brier_score(y_true, marginals, *, labels):
     Examples
     --------
     >>> from skgpstruct.metrics import marginal_brier_score
-    >>> y_true = [["B", "I"], ["O"]]
-    >>> marginals = [[[0.8, 0.2, 0.0], [0.3, 0.6, 0.1]], [[0.1, 0.0, 0.9]]]
+    {example_3}
     >>> marginal_brier_score(y_true, marginals, labels=["B", "I", "O"])  # (0.08 + 0.26 + 0.02) / 3
     0.12
     """
@@ -323,7 +314,8 @@ def marginal_brier_score(y_true, marginals, *, labels):
 
 
 def _bin_stats(y_true, marginals, labels, n_bins):
-    n_bins = _check_n_bins(n_bins)
+    n_bins = _check_number("n_bins", n_bins, "an integer >= 1", lambda n: n >= 1,
+                           integer=True)
     conf, correct = _confidence(y_true, marginals, labels)
     bins = np.minimum(np.floor(conf * n_bins), n_bins - 1).astype(np.intp)
     counts = np.bincount(bins, minlength=n_bins)
@@ -332,6 +324,7 @@ def _bin_stats(y_true, marginals, labels, n_bins):
     return counts, conf_sum, acc_sum
 
 
+@_fill_doc
 def reliability_curve(y_true, marginals, *, labels, n_bins=15):
     """Accuracy against confidence of the token predictions, in equal-width bins.
 
@@ -343,14 +336,7 @@ def reliability_curve(y_true, marginals, *, labels, n_bins=15):
     every bin: plot ``accuracy`` against ``confidence`` with the diagonal
     for the reliability diagram.
 
-    Parameters
-    ----------
-    y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
-    marginals : list of array-like of shape (T_n, n_classes)
-        Token marginals, columns in the order of ``labels``.
-    labels : array-like of shape (n_classes,)
-        The labels of the columns (the estimator's ``classes_``).
+    {parameters}
     n_bins : int, default=15
         Number of bins on ``[0, 1]``.
 
@@ -370,8 +356,7 @@ def reliability_curve(y_true, marginals, *, labels, n_bins=15):
     Examples
     --------
     >>> from skgpstruct.metrics import reliability_curve
-    >>> y_true = [["B", "I"], ["O"]]
-    >>> marginals = [[[0.8, 0.2, 0.0], [0.3, 0.6, 0.1]], [[0.1, 0.0, 0.9]]]
+    {example_3}
     >>> conf, acc, counts = reliability_curve(
     ...     y_true, marginals, labels=["B", "I", "O"], n_bins=2)
     >>> print(conf, acc, counts)  # bin [0, .5) is empty; .8, .6, .9 in [.5, 1]
@@ -386,6 +371,7 @@ def reliability_curve(y_true, marginals, *, labels, n_bins=15):
     return confidence, accuracy, counts
 
 
+@_fill_doc
 def expected_calibration_error(y_true, marginals, *, labels, n_bins=15):
     """Expected calibration error of the token marginals' top-label confidence.
 
@@ -395,14 +381,7 @@ def expected_calibration_error(y_true, marginals, *, labels, n_bins=15):
     fraction of the bin's tokens whose argmax label is the true one and
     ``confidence_b`` their mean confidence (see :func:`reliability_curve`).
 
-    Parameters
-    ----------
-    y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
-    marginals : list of array-like of shape (T_n, n_classes)
-        Token marginals, columns in the order of ``labels``.
-    labels : array-like of shape (n_classes,)
-        The labels of the columns (the estimator's ``classes_``).
+    {parameters}
     n_bins : int, default=15
         Number of equal-width bins on ``[0, 1]``.
 
@@ -414,8 +393,7 @@ def expected_calibration_error(y_true, marginals, *, labels, n_bins=15):
     Examples
     --------
     >>> from skgpstruct.metrics import expected_calibration_error
-    >>> y_true = [["B", "I"], ["O"]]
-    >>> marginals = [[[0.8, 0.2, 0.0], [0.3, 0.6, 0.1]], [[0.1, 0.0, 0.9]]]
+    {example_3}
     >>> # all three correct, confidences .8, .6, .9 in three bins
     >>> expected_calibration_error(y_true, marginals, labels=["B", "I", "O"])
     0.2333...
@@ -440,6 +418,7 @@ def _sorted_errors(y_true, marginals, labels):
     return ~correct[order]
 
 
+@_fill_doc
 def selective_error(y_true, marginals, *, labels, coverage=0.8):
     """Token error rate among the most confident ``coverage`` fraction of tokens.
 
@@ -450,14 +429,7 @@ def selective_error(y_true, marginals, *, labels, coverage=0.8):
     returned. This is the error a user gets by abstaining on (or sending
     to a human) the least confident ``1 - coverage`` of the tokens.
 
-    Parameters
-    ----------
-    y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
-    marginals : list of array-like of shape (T_n, n_classes)
-        Token marginals, columns in the order of ``labels``.
-    labels : array-like of shape (n_classes,)
-        The labels of the columns (the estimator's ``classes_``).
+    {parameters}
     coverage : float in (0, 1], default=0.8
         Fraction of the tokens kept. ``coverage=1`` gives the plain token
         error rate (as a fraction).
@@ -475,22 +447,21 @@ def selective_error(y_true, marginals, *, labels, coverage=0.8):
     Examples
     --------
     >>> from skgpstruct.metrics import selective_error
-    >>> y_true = [["B", "I"], ["O", "O"]]
-    >>> marginals = [[[0.8, 0.2, 0.0], [0.3, 0.6, 0.1]],
-    ...              [[0.1, 0.0, 0.9], [0.1, 0.7, 0.2]]]
+    {example_4}
     >>> # confidences .8, .6, .9, .7; the 2 most confident (.9, .8) are right
     >>> selective_error(y_true, marginals, labels=["B", "I", "O"], coverage=0.5)
     0.0
     >>> selective_error(y_true, marginals, labels=["B", "I", "O"], coverage=1.0)
     0.25
     """
-    if not isinstance(coverage, numbers.Real) or not 0 < coverage <= 1:
-        raise ValueError(f"coverage must be a float in (0, 1], got {coverage!r}.")
+    coverage = _check_number("coverage", coverage, "a float in (0, 1]",
+                             lambda c: 0 < c <= 1)
     wrong = _sorted_errors(y_true, marginals, labels)
-    k = _n_kept(float(coverage), wrong.shape[0])
+    k = _n_kept(coverage, wrong.shape[0])
     return float(np.mean(wrong[:k]))
 
 
+@_fill_doc
 def risk_coverage_curve(y_true, marginals, *, labels):
     """Token error rate against coverage, keeping the most confident tokens first.
 
@@ -501,14 +472,7 @@ def risk_coverage_curve(y_true, marginals, *, labels):
     model whose confidence ranks its errors well has a curve that stays low
     until large coverage; its area is the AURC.
 
-    Parameters
-    ----------
-    y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
-    marginals : list of array-like of shape (T_n, n_classes)
-        Token marginals, columns in the order of ``labels``.
-    labels : array-like of shape (n_classes,)
-        The labels of the columns (the estimator's ``classes_``).
+    {parameters}
 
     Returns
     -------
@@ -520,9 +484,7 @@ def risk_coverage_curve(y_true, marginals, *, labels):
     Examples
     --------
     >>> from skgpstruct.metrics import risk_coverage_curve
-    >>> y_true = [["B", "I"], ["O", "O"]]
-    >>> marginals = [[[0.8, 0.2, 0.0], [0.3, 0.6, 0.1]],
-    ...              [[0.1, 0.0, 0.9], [0.1, 0.7, 0.2]]]
+    {example_4}
     >>> coverages, errors = risk_coverage_curve(y_true, marginals, labels=["B", "I", "O"])
     >>> coverages, errors
     (array([0.25, 0.5 , 0.75, 1.  ]), array([0.        , 0.        , 0.333..., 0.25      ]))

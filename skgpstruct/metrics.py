@@ -21,6 +21,7 @@ import numpy as np
 from sklearn import metrics as skm
 from sklearn.metrics import make_scorer
 
+from ._uncertainty_metrics import __all__ as _CALIBRATION_ALL
 from ._uncertainty_metrics import (
     expected_calibration_error,
     make_marginal_scorer,
@@ -47,14 +48,7 @@ __all__ = [
     "token_error",
     "sequence_accuracy",
     "chunk_f1",
-    "marginal_log_loss",
-    "marginal_brier_score",
-    "expected_calibration_error",
-    "reliability_curve",
-    "selective_error",
-    "risk_coverage_curve",
-    "sequence_log_loss",
-    "make_marginal_scorer",
+    *_CALIBRATION_ALL,
     "neg_marginal_log_loss",
     "neg_marginal_brier_score",
     "neg_expected_calibration_error",
