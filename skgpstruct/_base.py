@@ -26,11 +26,16 @@ from .chain.backend import get_backend
 from .metrics import flat_accuracy_score
 from .optim import minimize_lbfgs, warn_max_iter
 
-__all__ = ["ConvergenceMonitor", "SequenceTaggerMixin", "fit_epochs", "fit_lbfgs",
+__all__ = ["ConvergenceMonitor", "SequenceTaggerMixin", "entropy", "fit_epochs", "fit_lbfgs",
            "minibatches"]
 
 # Largest per-sequence seed (the estimators draw seeds in [0, SEED_MAX)).
 SEED_MAX = np.iinfo(np.int32).max
+
+
+def entropy(p):
+    """Entropy (nats) of distributions over the last axis; ``0 log 0 = 0``."""
+    return -np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1)
 
 
 class ConvergenceMonitor:
@@ -449,10 +454,7 @@ class SequenceTaggerMixin:
 
     def _token_uncertainty(self, data, kind):
         """Token entropies of the marginals (the kinds every tagger has)."""
-        out = []
-        for p in self._token_marginals(data):
-            out.append(-np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1))
-        return out
+        return [entropy(p) for p in self._token_marginals(data)]
 
     def predict_single(self, x):
         """Predict the labels of one sequence.

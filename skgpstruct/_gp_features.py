@@ -8,19 +8,18 @@ maths is in :mod:`skgpstruct.gp.weight_space`.
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
-
 from sklearn.utils import check_random_state
 
 from ._variance_cv import cv_prior_variance
+from .gp.ell import ell_from_blocks
 from .gp.kernels import LinearKernel
 from .gp.kl import transition_kl
 from .gp.sampling import draw_normals
-from .gp.ell import ell_from_blocks
 from .gp.weight_space import (
-    LOG_VAR_BOUNDS,
     FeatureParams,
     WeightSpaceObjective,
     _Blocks,
+    feature_kl,
     feature_moments,
 )
 from .likelihoods import get_likelihood
@@ -98,40 +97,41 @@ class FeatureFormMixin:
         return X
 
     def _init_features(self, data, warm, variance):
-        """Starting :class:`FeatureParams` over the active features."""
+        """Starting :class:`FeatureParams` over the active features, and the
+        design matrix restricted to them. A warm start (only ever from a
+        weight-space fit: ``_warm_start_compatible``) continues from the
+        fitted posterior, on the features and bias column of that fit."""
         V = len(self.classes_)
         tau2 = self._transition_variance()[0]
-        if warm and getattr(self, "approximation_", None) == "features":
-            active = self._active_features_
-            sigma2 = float(self.kernel_.variance)
-            return FeatureParams(
-                self.coef_.T[active] / np.sqrt(sigma2),
-                self.coef_var_.T[active] / sigma2,
-                self.transition_mean_, self.transition_var_, sigma2,
-                self.transition_prior_var_)
-        bias = float(self.kernel.bias) if self.kernel is not None else 0.0
-        if variance <= 0:
-            raise ValueError("The LinearKernel's variance must be positive.")
-        self._bias_column_ = float(np.sqrt(bias / variance))
+        if not warm:
+            bias = float(self.kernel.bias) if self.kernel is not None else 0.0
+            if variance <= 0:
+                raise ValueError("The LinearKernel's variance must be positive.")
+            self._bias_column_ = float(np.sqrt(bias / variance))
         X = self._feature_design(data.X_flat)
-        active = np.flatnonzero(np.diff(sp.csc_matrix(X).indptr))
-        self._active_features_ = active
-        D = active.size
-        return FeatureParams(
-            np.zeros((D, V)), np.ones((D, V)), np.zeros((V, V)),
-            np.full((V, V), tau2), variance, tau2)
+        if warm:
+            active = self._active_features_
+            params = FeatureParams(
+                self.coef_.T[active] / np.sqrt(variance),
+                self.coef_var_.T[active] / variance,
+                self.transition_mean_, self.transition_var_, variance,
+                self.transition_prior_var_)
+        else:
+            active = np.flatnonzero(np.diff(sp.csc_matrix(X).indptr))
+            self._active_features_ = active
+            D = active.size
+            params = FeatureParams(
+                np.zeros((D, V)), np.ones((D, V)), np.zeros((V, V)),
+                np.full((V, V), tau2), variance, tau2)
+        return params, X[:, active]
 
     def _fit_features(self, data, warm, lik, rng):
         """Fit the weight-space posterior and its prior variances."""
         self._check_features_form()
         rng.randint(_SEED_MAX, size=2)  # the draws of the inducing form's init
-        if warm and getattr(self, "approximation_", None) == "features":
-            variance = float(self.kernel_.variance)
-        else:
-            variance = self._prior_variance(data)
+        variance = float(self.kernel_.variance) if warm else self._prior_variance(data)
         learn = (self._variance_learned(), self._transition_variance()[1])
-        params = self._init_features(data, warm, variance)
-        X = self._feature_design(data.X_flat)[:, self._active_features_]
+        params, X = self._init_features(data, warm, variance)
         objective = WeightSpaceObjective(
             lik, X, data.lengths, data.y_flat, len(self.classes_),
             learn_variance=learn[0], learn_transition_var=learn[1],
@@ -148,9 +148,9 @@ class FeatureFormMixin:
             fitted.variance = variance
         if not learn[1]:
             fitted.transition_var = params.transition_var
-        self._store_features(fitted, X.shape[1])
+        self._store_features(fitted)
 
-    def _store_features(self, params, n_active):
+    def _store_features(self, params):
         """Fitted attributes of the weight-space form."""
         V = len(self.classes_)
         D = self.n_features_in_ + (1 if self._bias_column_ > 0 else 0)
@@ -192,12 +192,11 @@ class FeatureFormMixin:
         # the features never active in training are not part of the model
         # (coef_var_ 0 there), as in the fitted objective
         active = self._active_features_
-        m = self.coef_[:, active] / np.sqrt(sigma2)
-        s = self.coef_var_[:, active] / sigma2
-        kl = 0.5 * float(np.sum(s + m * m - 1.0 - np.log(s)))
+        kl = feature_kl(self.coef_[:, active] / np.sqrt(sigma2),
+                        self.coef_var_[:, active] / sigma2)
         kl += transition_kl(self.transition_mean_, self.transition_var_,
                             self.transition_prior_var_)
         return float(np.sum(values) - kl)
 
 
-__all__ = ["FeatureFormMixin", "LOG_VAR_BOUNDS"]
+__all__ = ["FeatureFormMixin"]

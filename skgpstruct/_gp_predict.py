@@ -15,6 +15,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import chain
+from ._base import entropy
 from ._sequences import SequenceData, encode_labels
 from .gp.ell import expected_log_likelihood
 from .gp.kl import mixture_kl, transition_kl
@@ -63,17 +64,17 @@ class GPPredictMixin:
         F, B = sample_potentials(b_n[None], C[None], eps[0][None],
                                  self.transition_mean_, self.transition_var_,
                                  eps_bin[0][None])
-        out, second, entropy = np.zeros((T, V)), np.zeros((T, V)), np.zeros(T)
+        out, second, mean_entropy = np.zeros((T, V)), np.zeros((T, V)), np.zeros(T)
         for k in range(K):
             unary, _ = chain.marginals(F[0, k], B[0, k])
             w = self.weights_[k]
             out += w * unary.mean(axis=0)
             if stats:
                 second += w * (unary ** 2).mean(axis=0)
-                entropy += w * _entropy(unary).mean(axis=0)
+                mean_entropy += w * entropy(unary).mean(axis=0)
         if not stats:
             return out
-        return out, entropy, np.sqrt(np.maximum(second - out ** 2, 0.0))
+        return out, mean_entropy, np.sqrt(np.maximum(second - out ** 2, 0.0))
 
     def _token_marginals(self, data, stats=False):
         """Sample-averaged marginals of every sequence of ``data`` (the
@@ -104,13 +105,13 @@ class GPPredictMixin:
     def _token_uncertainty(self, data, kind):
         """Per-token uncertainty of ``kind`` (see ``predict_uncertainty``)."""
         if kind == "entropy":
-            return [_entropy(p) for p in self._token_marginals(data)]
+            return super()._token_uncertainty(data, kind)
         out = []
         for mean, mean_entropy, std in self._token_marginals(data, stats=True):
             if kind == "marginal_std":
                 out.append(std)
             else:  # epistemic part: H(mean) - mean H, >= 0 up to rounding
-                out.append(np.maximum(_entropy(mean) - mean_entropy, 0.0))
+                out.append(np.maximum(entropy(mean) - mean_entropy, 0.0))
         return out
 
     def _decode_potentials(self, data):
@@ -159,8 +160,3 @@ class GPPredictMixin:
         enc = LabelEncoder()
         enc.classes_ = self.classes_
         return enc
-
-
-def _entropy(p):
-    """Entropy (nats) over the last axis; 0 log 0 = 0."""
-    return -np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1)

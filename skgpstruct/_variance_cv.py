@@ -44,7 +44,8 @@ def _held_out(crf, X, y, n_classes):
     P[:, crf.classes_] = np.concatenate(crf.predict_marginals(X))
     Y = np.concatenate(y)
     p_true = P[np.arange(Y.size), Y]
-    return int(np.sum(P.argmax(axis=1) != Y)), float(-np.sum(np.log(np.clip(p_true, 1e-12, 1.0))))
+    errors = int(np.sum(P.argmax(axis=1) != Y))
+    return errors, float(-np.sum(np.log(np.clip(p_true, 1e-12, 1.0))))
 
 
 def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,

@@ -98,6 +98,16 @@ def mean_field_to_coupled(q_sqrt):
 # parameters, flat layout and initialisation
 
 
+def layout_slices(sizes):
+    """``(slices, size)`` of consecutive blocks of a flat vector, from
+    ``(name, length)`` pairs in order."""
+    slices, start = {}, 0
+    for name, n in sizes:
+        slices[name] = slice(start, start + n)
+        start += n
+    return slices, start
+
+
 @dataclass
 class VariationalParams:
     """Parameters of ``q(u)`` (mixture over inducing values) and ``q(f_bin)``.
@@ -207,11 +217,7 @@ class VariationalLayout:
             ("s_bin", V * V),
             ("hyperparameters", self.n_hyperparameters),
         ]
-        self.slices, start = {}, 0
-        for name, n in sizes:
-            self.slices[name] = slice(start, start + n)
-            start += n
-        self.size = start
+        self.slices, self.size = layout_slices(sizes)
 
     def _check(self, params):
         K, V, M = self.n_components, self.n_classes, self.n_inducing

@@ -39,9 +39,11 @@ from . import _elbo_grads as _g
 from .ell import _check_likelihood, ell_from_blocks
 from .kl import transition_kl
 from .sampling import draw_normals
+from .terms import _check_offsets
+from .variational import layout_slices
 
 __all__ = ["FeatureLayout", "FeatureParams", "WeightSpaceObjective",
-           "feature_moments", "pair_matrix"]
+           "feature_kl", "feature_moments", "pair_matrix"]
 
 #: Box of ``log s`` (whitened posterior variances; the prior's is 0).
 LOG_S_BOUNDS = (-25.0, 3.0)
@@ -88,13 +90,9 @@ class FeatureLayout:
     def __init__(self, n_features, n_classes):
         D, V = int(n_features), int(n_classes)
         self.n_features, self.n_classes = D, V
-        sizes = [("m", D * V), ("s", D * V), ("m_bin", V * V), ("s_bin", V * V),
-                 ("hyperparameters", 2)]
-        self.slices, pos = {}, 0
-        for name, n in sizes:
-            self.slices[name] = slice(pos, pos + n)
-            pos += n
-        self.size = pos
+        self.slices, self.size = layout_slices(
+            [("m", D * V), ("s", D * V), ("m_bin", V * V), ("s_bin", V * V),
+             ("hyperparameters", 2)])
 
     def pack(self, params):
         """The flat vector of ``params`` (a :class:`FeatureParams`)."""
@@ -177,7 +175,7 @@ class _Blocks:
     def __init__(self, X, offsets):
         self.X = sp.csr_matrix(X)
         self.offsets = offsets
-        self.buckets, self.perm = _g.make_buckets(offsets)
+        self.buckets, _ = _g.make_buckets(offsets)
         self.pairs = [pair_matrix(self.X[bk.rows.ravel()], bk.T) for bk in self.buckets]
 
     def moments(self, m, s, jitter):
@@ -200,6 +198,28 @@ class _Blocks:
             flat = Sb[:, 0].transpose(0, 2, 3, 1).reshape(-1, V)
             ds += np.asarray(P.T @ flat)
         return dm, ds
+
+
+def feature_kl(m, s):
+    """KL of ``N(m, diag(s))`` from ``N(0, I)`` (whitened weights).
+
+    Parameters
+    ----------
+    m, s : ndarray of shape (n_features, V)
+        Whitened posterior means and (positive) variances.
+
+    Returns
+    -------
+    kl : float
+        ``0.5 * sum(s + m^2 - 1 - log s)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> float(feature_kl(np.zeros((2, 3)), np.ones((2, 3))))
+    0.0
+    """
+    return 0.5 * float(np.sum(s + m * m - 1.0 - np.log(s)))
 
 
 def feature_moments(X, lengths, m, s, variance, jitter):
@@ -225,7 +245,7 @@ def feature_moments(X, lengths, m, s, variance, jitter):
     Sigma : list of ndarray of shape (1, V, T_n, T_n)
         Covariances ``sigma^2 (X_n diag(s_v) X_n^T + jitter I)``.
     """
-    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    offsets = _check_offsets(lengths, X.shape[0])
     blocks = _Blocks(X, offsets)
     b, Sig = blocks.moments(m, s, jitter)
     out = [None] * (offsets.size - 1)
@@ -269,8 +289,8 @@ class WeightSpaceObjective:
         _check_likelihood(likelihood, gradient, True, 0.0, False)
         self.likelihood, self.gradient = likelihood, gradient
         self.X_flat = sp.csr_matrix(X_flat, dtype=np.float64)
-        self.lengths = np.asarray(lengths, dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
+        self.offsets = _check_offsets(lengths, self.X_flat.shape[0])
+        self.lengths = np.diff(self.offsets)
         self.y_flat = np.asarray(y_flat, dtype=np.int64)
         self.layout = FeatureLayout(self.X_flat.shape[1], n_classes)
         self.learn = (bool(learn_variance), bool(learn_transition_var))
@@ -308,7 +328,7 @@ class WeightSpaceObjective:
         params = layout.unpack(x)
         ell, g = self._ell_sum(params, np.asarray(seq_idx), np.asarray(seeds), parallel)
         m, s = params.m, params.s
-        kl_u = 0.5 * float(np.sum(s + m * m - 1.0 - np.log(s)))
+        kl_u = feature_kl(m, s)
         tau2 = params.transition_var
         kl_b, g_b = transition_kl(params.m_bin, params.s_bin, tau2, return_grad=True)
         second = params.s_bin + params.m_bin ** 2
