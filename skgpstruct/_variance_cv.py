@@ -49,7 +49,7 @@ def _held_out(crf, X, y, n_classes):
 
 
 def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
-                      random_state=0, n_jobs=None):
+                      random_state=0, n_jobs=None, scoring="error"):
     """Prior variance of the weights chosen by K-fold validation of the MAP CRF.
 
     Parameters
@@ -66,6 +66,9 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
         Seeds the fold split.
     n_jobs : int or None, default=None
         Threads of each CRF fit.
+    scoring : {"error", "log_loss"}, default="error"
+        The held-out criterion: token error (ties: log loss), or the mean
+        negative log marginal of the true labels (ties: error).
 
     Returns
     -------
@@ -101,6 +104,11 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
     if n_tokens == 0:
         raise ValueError("Every validation fold had a single label in training: "
                          "give kernel_variance a number.")
-    best = min(range(grid.size), key=lambda j: (errors[j], losses[j]))
+    if scoring == "log_loss":
+        best = min(range(grid.size), key=lambda j: (losses[j], errors[j]))
+    elif scoring == "error":
+        best = min(range(grid.size), key=lambda j: (errors[j], losses[j]))
+    else:
+        raise ValueError(f"scoring must be 'error' or 'log_loss', got {scoring!r}.")
     results = {"variance": grid, "error": errors / n_tokens, "log_loss": losses / n_tokens}
     return float(grid[best]), results

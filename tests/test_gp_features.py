@@ -267,3 +267,17 @@ def test_elbo_variance_grows_with_the_prior_variance(model_data):
     }
     print("learned variances", learned)
     assert learned[0.3] < learned[10.0], learned
+
+
+def test_cv_prior_variance_scoring(model_data):
+    X, y = model_data[0.3]
+    data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
+    by_error, res = cv_prior_variance(data, 4, random_state=0)
+    by_loss, res2 = cv_prior_variance(data, 4, random_state=0, scoring="log_loss")
+    # the same validation fits, only the criterion differs
+    np.testing.assert_array_equal(res["log_loss"], res2["log_loss"])
+    assert by_loss == res["variance"][np.argmin(res["log_loss"])]
+    err = res["error"]
+    assert err[list(res["variance"]).index(by_error)] == err.min()
+    with pytest.raises(ValueError, match="scoring"):
+        cv_prior_variance(data, 4, scoring="brier")

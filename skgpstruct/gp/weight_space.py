@@ -27,6 +27,7 @@ transitions. At a stationary point ``tau^2 = mean(m_bin^2 + s_bin)``, the
 variational-EM fixed point.
 """
 
+import threading
 from contextlib import nullcontext
 
 import numpy as np
@@ -53,6 +54,11 @@ LOG_VAR_BOUNDS = (np.log(1e-4), np.log(1e4))
 #: n_jobs). Small, since the weight-space form has no large BLAS products
 #: to batch: 150 training sentences give 5 chunks for the threads.
 CHUNK_SEQUENCES = 32
+#: Bytes of standard normal draws kept between evaluations. L-BFGS
+#: evaluates the objective on the same draws every time (fixed seeds), and
+#: redrawing them costs about a tenth of an evaluation; beyond this budget
+#: (large label sets) they are redrawn.
+NOISE_CACHE_BYTES = 256 * 2 ** 20
 
 
 class FeatureParams:
@@ -296,6 +302,8 @@ class WeightSpaceObjective:
         self.learn = (bool(learn_variance), bool(learn_transition_var))
         self.jitter, self.n_samples = float(jitter), int(n_samples)
         self._blocks = {}
+        self._noise, self._noise_bytes, self._noise_lock = {}, 0, threading.Lock()
+        self._noise_budget = NOISE_CACHE_BYTES
 
     def bounds(self, x0):
         """L-BFGS-B box: ``log s`` and the learned log variances bounded, a
@@ -320,6 +328,24 @@ class WeightSpaceObjective:
             if len(self._blocks) < 64:
                 self._blocks[key] = blocks
         return blocks
+
+    def _chunk_noise(self, chunk, lengths, chunk_seeds):
+        """:func:`~skgpstruct.gp.sampling.draw_normals` of a chunk, kept
+        while the seeds stay the same (within :data:`NOISE_CACHE_BYTES`)."""
+        key = np.asarray(chunk, dtype=np.int64).tobytes()
+        seeds = np.asarray(chunk_seeds).tobytes()
+        hit = self._noise.get(key)
+        if hit is not None and hit[0] == seeds:
+            return hit[1]
+        noise = draw_normals(lengths, 1, self.layout.n_classes, self.n_samples,
+                             chunk_seeds)
+        size = sum(a.nbytes for part in noise for a in part)
+        old = 0 if hit is None else sum(a.nbytes for part in hit[1] for a in part)
+        with self._noise_lock:  # chunks run on threads
+            if self._noise_bytes - old + size <= self._noise_budget:
+                self._noise[key] = (seeds, noise)
+                self._noise_bytes += size - old
+        return noise
 
     def __call__(self, x, seq_idx, seeds, scale=1.0, parallel=None):
         """Negative ELBO estimate and its gradient at ``x`` (see
@@ -351,8 +377,8 @@ class WeightSpaceObjective:
         def work(chunk, chunk_seeds):
             blocks, y = self._chunk_blocks(chunk)
             b, Sig = blocks.moments(params.m, params.s, self.jitter)
-            eps, eps_bin = draw_normals(blocks.offsets[1:] - blocks.offsets[:-1],
-                                        1, V, self.n_samples, chunk_seeds)
+            eps, eps_bin = self._chunk_noise(
+                chunk, blocks.offsets[1:] - blocks.offsets[:-1], chunk_seeds)
             values, grad = ell_from_blocks(
                 self.likelihood, b, Sig, blocks.buckets, y, params, eps, eps_bin,
                 gradient=self.gradient, log_scale=log_scale)

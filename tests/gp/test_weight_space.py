@@ -251,6 +251,28 @@ def test_objective_independent_of_threads_and_chunks(monkeypatch):
     assert_allclose(ell(idx), total, rtol=1e-12)
 
 
+def test_noise_cache_is_invisible(monkeypatch):
+    """Cached draws give the objective of fresh draws; new seeds are redrawn."""
+    lengths = (1, 3, 2, 4, 3, 2, 2, 5, 1, 3, 3)
+    cached = _objective(CRFLikelihood(), n_samples=7, lengths=lengths)
+    monkeypatch.setattr(ws, "NOISE_CACHE_BYTES", 0)
+    fresh = _objective(CRFLikelihood(), n_samples=7, lengths=lengths)
+    monkeypatch.undo()
+    x = _random_x(cached.layout, 3)
+    n = cached.lengths.size
+    idx = np.arange(n)
+    rng = np.random.default_rng(0)
+    for seeds in (rng.integers(0, 2**31, n), rng.integers(0, 2**31, n)):
+        for _ in range(2):  # second call: from the cache
+            v_c, g_c = cached(x, idx, seeds)
+            v_f, g_f = fresh(x, idx, seeds)
+            assert v_c == v_f
+            assert_array_equal(g_c, g_f)
+    assert cached._noise and not fresh._noise
+    assert cached._noise_bytes == sum(a.nbytes for _, noise in cached._noise.values()
+                                      for part in noise for a in part)
+
+
 # ------------------------------------------------------------ Monte Carlo
 
 
