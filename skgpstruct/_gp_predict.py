@@ -10,13 +10,12 @@ sequence's unary potentials) and the same sampler as training.
 import numpy as np
 from joblib import delayed
 from sklearn.preprocessing import LabelEncoder
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import chain
 from ._base import entropy
-from ._sequences import SequenceData, encode_labels
+from ._sequences import SequenceData, encode_labels, sequence_seeds
 from .gp.ell import expected_log_likelihood
 from .gp.kl import mixture_kl, transition_kl
 from .gp.sampling import draw_normals, sample_potentials
@@ -24,8 +23,6 @@ from .gp.terms import compute_gp_terms, sequence_marginals
 from .likelihoods import get_likelihood
 
 __all__ = ["GPPredictMixin"]
-
-_SEED_MAX = np.iinfo(np.int32).max
 
 
 class GPPredictMixin:
@@ -48,9 +45,9 @@ class GPPredictMixin:
             return self._feature_sequence_moments(data)
         return sequence_marginals(self._terms(data), self.q_mu_, self.q_sqrt_)
 
-    def _seeds(self, n):
-        rng = check_random_state(self.random_state)
-        return rng.randint(_SEED_MAX, size=n)
+    def _seeds(self, data):
+        """Per-sequence seeds of the posterior draws (see ``predict_seed_``)."""
+        return sequence_seeds(data, self.predict_seed_)
 
     def _sample_marginals(self, b_n, Sigma_n, seed, stats=False):
         """Marginals of one sequence averaged over posterior samples
@@ -85,7 +82,7 @@ class GPPredictMixin:
                 "predict_marginals with posterior='coupled' is not available yet."
             )
         b, Sigma = self._sequence_moments(data)
-        seeds = self._seeds(data.n_sequences)
+        seeds = self._seeds(data)
         offsets = data.offsets
         # per-sequence work on small matrices: single-threaded BLAS is faster
         with threadpool_limits(1), self._parallel() as parallel:
@@ -141,11 +138,11 @@ class GPPredictMixin:
         data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_)
         data.y_flat = encode_labels(self._encoder(), data.y_flat)
         if self.approximation_ == "features":
-            return self._feature_elbo(data, self._seeds(data.n_sequences))
+            return self._feature_elbo(data, self._seeds(data))
         terms = self._terms(data)
         eps, eps_bin = draw_normals(
             data.lengths, self.q_mu_.shape[0], len(self.classes_),
-            self.n_predict_samples, self._seeds(data.n_sequences),
+            self.n_predict_samples, self._seeds(data),
         )
         values = expected_log_likelihood(
             get_likelihood(self.likelihood), terms, data.y_flat, self._params(),

@@ -165,7 +165,8 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         without a usable GPU raises a RuntimeError that says how to get one
         (``pip install "skgpstruct[cuda]"``).
     random_state : int, RandomState or None, default=None
-        Seeds the inducing points, the initial means and every sample.
+        Seeds the inducing points, the initial means and every sample of
+        training, and ``predict_seed_``.
     verbose : int, default=0
         Print the ELBO of every iteration / epoch to stderr (and a tqdm
         progress bar over the epochs of the stochastic optimisers).
@@ -223,6 +224,16 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         Iterations (L-BFGS) or epochs run.
     elbo_history_ : list of float
         ELBO after every iteration / epoch.
+    predict_seed_ : int
+        Drawn at the end of ``fit``. The posterior draws behind
+        ``predict_marginals``, ``predict`` (``decode="marginal"``),
+        ``score``, ``predict_uncertainty`` and ``elbo`` come, per sequence,
+        from a seed hashed from ``predict_seed_`` and the sequence's own
+        features (:func:`skgpstruct._sequences.sequence_seeds`): a fitted
+        model gives the same output for a sequence on every call, whatever
+        else is in the batch and whatever ``n_jobs`` is (bit for bit in the
+        weight-space form; in the inducing-point form the posterior moments
+        come from batched matrix products, equal up to rounding, ~1e-16).
 
     See Also
     --------
@@ -424,12 +435,15 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         """Fit the variational posterior (``fit`` after :meth:`_fit_setup`)."""
         rng = check_random_state(self.random_state)
         if self._approximation() == "features":
-            return self._fit_features(data, warm, lik, rng)
-        params = self._init_params(data, warm, rng)
-        objective = self._objective(lik, data, params, warm)
-        x = objective.layout.pack(params, objective.initial_hyperparameters())
-        x = self._optimize(objective, x, data.n_sequences, rng, objective.bounds())
-        self._store(x, objective)
+            self._fit_features(data, warm, lik, rng)
+        else:
+            params = self._init_params(data, warm, rng)
+            objective = self._objective(lik, data, params, warm)
+            x = objective.layout.pack(params, objective.initial_hyperparameters())
+            x = self._optimize(objective, x, data.n_sequences, rng, objective.bounds())
+            self._store(x, objective)
+        # drawn last, so that the fit itself consumes the same stream as before
+        self.predict_seed_ = int(rng.randint(_SEED_MAX))
 
     def _optimize(self, objective, x, n, rng, bounds, project=None):
         """Run ``optimizer`` on ``objective`` from ``x`` (L-BFGS within

@@ -6,12 +6,14 @@ Estimators convert the user's list-of-sequences input once into a
 Minibatches are views made by :meth:`SequenceData.subset`.
 """
 
+import hashlib
+
 import numpy as np
 import scipy.sparse as sp
 
 from ._validation import check_sequences, check_X_sequences, stack_sequences
 
-__all__ = ["SequenceData", "encode_labels"]
+__all__ = ["SequenceData", "encode_labels", "sequence_seeds"]
 
 
 class SequenceData:
@@ -119,3 +121,53 @@ def encode_labels(label_encoder, y_flat):
             f"{list(classes)[:20]}."
         )
     return label_encoder.transform(y_flat).astype(np.int64)
+
+
+_SEED_MOD = 2 ** 31 - 1
+
+
+def sequence_seeds(data, seed):
+    """One seed per sequence, from ``seed`` and the sequence's features only.
+
+    The features of sequence ``n`` are put in a canonical form (CSR,
+    float64, sorted indices, explicit zeros dropped: dense and sparse input
+    of the same values agree) and hashed (BLAKE2b) with ``seed``, so a
+    sequence's seed does not depend on the other sequences of ``data``,
+    their order, or how they are chunked.
+
+    Parameters
+    ----------
+    data : SequenceData
+        The sequences.
+    seed : int
+        A fitted model's ``predict_seed_``.
+
+    Returns
+    -------
+    seeds : ndarray of int64 of shape (n_sequences,)
+        In ``[0, 2**31 - 1)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a, b = np.eye(3)[:2], np.ones((3, 3))
+    >>> s1 = sequence_seeds(SequenceData.from_sequences([a, b]), 7)
+    >>> s2 = sequence_seeds(SequenceData.from_sequences([b]), 7)
+    >>> bool(s1[1] == s2[0]), bool(s1[0] != s1[1])
+    (True, True)
+    """
+    X = sp.csr_matrix(data.X_flat, dtype=np.float64, copy=True)
+    X.sum_duplicates()  # also sorts the indices
+    X.eliminate_zeros()
+    head = np.array([int(seed), X.shape[1]], dtype=np.int64).tobytes()
+    offsets = np.concatenate([[0], np.cumsum(data.lengths)])
+    out = np.empty(data.n_sequences, dtype=np.int64)
+    for n in range(data.n_sequences):
+        a, b = offsets[n], offsets[n + 1]
+        lo, hi = X.indptr[a], X.indptr[b]
+        h = hashlib.blake2b(head, digest_size=8)
+        h.update(np.diff(X.indptr[a:b + 1]).astype(np.int64).tobytes())
+        h.update(X.indices[lo:hi].astype(np.int64).tobytes())
+        h.update(X.data[lo:hi].tobytes())
+        out[n] = int.from_bytes(h.digest(), "little") % _SEED_MOD
+    return out

@@ -117,6 +117,16 @@ def check_X_sequences(X, *, n_features=None, accept_sparse=True, dtype=np.float6
     return out
 
 
+def _label_kind(seq):
+    """``"str"``, ``"number"`` or ``"mixed"``: the type of a sequence's labels."""
+    if isinstance(seq, np.ndarray) and seq.dtype != object:
+        return "str" if seq.dtype.kind in "US" else "number"
+    is_str = [isinstance(v, (str, bytes)) for v in np.ravel(np.asarray(seq, dtype=object))]
+    if all(is_str):
+        return "str"
+    return "mixed" if any(is_str) else "number"
+
+
 def check_y_sequences(y, lengths=None):
     """Validate a list of label sequences.
 
@@ -134,8 +144,9 @@ def check_y_sequences(y, lengths=None):
     Raises
     ------
     ValueError
-        On an empty list, a label sequence that is not 1-D or is empty, or
-        mismatched numbers of sequences or tokens.
+        On an empty list, a label sequence that is not 1-D or is empty,
+        mismatched numbers of sequences or tokens, or labels of mixed types
+        (str and numbers, within or across sequences).
     """
     if isinstance(y, np.ndarray) and y.dtype != object:
         raise TypeError(
@@ -155,13 +166,14 @@ def check_y_sequences(y, lengths=None):
         raise ValueError(
             f"X has {len(lengths)} sequences but y has {len(y)}."
         )
-    out = []
+    out, first_kind = [], None
     for i, seq in enumerate(y):
         if isinstance(seq, str):
             raise ValueError(
                 f"Sequence {i} of y is a string; each sequence of y must be a "
                 "list of labels, one per token."
             )
+        kind = _label_kind(seq)
         seq = np.asarray(seq)
         if seq.ndim != 1:
             raise ValueError(
@@ -173,6 +185,16 @@ def check_y_sequences(y, lengths=None):
             raise ValueError(
                 f"Sequence {i} has {lengths[i]} tokens in X but "
                 f"{seq.shape[0]} labels in y."
+            )
+        if first_kind is None:
+            first_kind = (i, kind)
+        if kind == "mixed" or kind != first_kind[1]:
+            where = (f"sequence {i} mixes str and non-str labels" if kind == "mixed"
+                     else f"sequence {first_kind[0]} has {first_kind[1]} labels, "
+                     f"sequence {i} {kind} labels")
+            raise ValueError(
+                f"y mixes label types ({where}); use one type (all str or all "
+                "numbers) for every label, so that they are not silently converted."
             )
         out.append(seq)
     return out

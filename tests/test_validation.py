@@ -11,7 +11,7 @@ from skgpstruct._validation import (
 
 def test_valid_dense_and_sparse():
     X = [np.ones((3, 2)), sp.csr_matrix(np.eye(2))]
-    y = [[0, 1, 1], ["a", "b"]]
+    y = [[0, 1, 1], [1, 0]]
     Xc, yc = check_sequences(X, y)
     assert Xc[0].dtype == np.float64 and Xc[0].flags.c_contiguous
     assert sp.issparse(Xc[1]) and Xc[1].format == "csr"

@@ -1,0 +1,112 @@
+"""Deterministic prediction of GPStructTagger (issue 11, point 2) and the
+mixed label types error (point 3)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from skgpstruct import GPStructTagger, RandomizedCRFTagger
+from skgpstruct._sequences import SequenceData, sequence_seeds
+from skgpstruct.datasets import make_chain_data
+
+FAST = dict(n_samples=8, n_predict_samples=8, max_iter=20)
+pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return make_chain_data(n_sequences=30, n_classes=3, n_features=6,
+                           length=(2, 7), random_state=1)
+
+
+@pytest.fixture(scope="module", params=["features", "inducing"])
+def fitted(request, data):
+    X, y = data
+    kw = dict(kernel_variance=3.0) if request.param == "features" else dict(
+        approximation="inducing", kernel_variance=3.0, n_inducing=20,
+        transition_prior_var=1.0)
+    # random_state=None: the case that used to differ between calls
+    return GPStructTagger(random_state=None, **FAST, **kw).fit(X[:20], y[:20])
+
+
+def _same(a, b):
+    assert len(a) == len(b)
+    for u, v in zip(a, b):
+        np.testing.assert_array_equal(u, v)
+
+
+def test_repeated_calls_are_identical(fitted, data):
+    X, y = data
+    _same(fitted.predict_marginals(X[20:]), fitted.predict_marginals(X[20:]))
+    _same(fitted.predict(X[20:]), fitted.predict(X[20:]))
+    assert fitted.score(X[20:], y[20:]) == fitted.score(X[20:], y[20:])
+    _same(fitted.predict_uncertainty(X[20:], kind="mutual_information"),
+          fitted.predict_uncertainty(X[20:], kind="mutual_information"))
+    assert fitted.elbo(X[20:], y[20:]) == fitted.elbo(X[20:], y[20:])
+
+
+def test_a_sequence_does_not_depend_on_its_batch(fitted, data):
+    X, _ = data
+    # the weight-space moments are per sequence: bit-identical; the inducing
+    # form's come from batched BLAS products: equal up to rounding (the
+    # draws themselves are the same; before, they differed by 1e-3)
+    if fitted.approximation_ == "features":
+        check = np.testing.assert_array_equal
+    else:
+        def check(a, b):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    batch = fitted.predict_marginals(X[20:])
+    labels = fitted.predict(X[20:])
+    for i in (0, 4, 9):
+        check(fitted.predict_marginals([X[20 + i]])[0], batch[i])
+        np.testing.assert_array_equal(fitted.predict([X[20 + i]])[0], labels[i])
+    # reversed order, and a duplicate in the batch
+    rev = fitted.predict_marginals(X[20:][::-1] + [X[20]])
+    for a, b in zip(rev[:-1][::-1], batch):
+        check(a, b)
+    check(rev[-1], batch[0])
+
+
+def test_n_jobs_does_not_change_predictions(fitted, data):
+    X, _ = data
+    one = fitted.predict_marginals(X[20:])
+    fitted.set_params(n_jobs=2)
+    try:
+        _same(fitted.predict_marginals(X[20:]), one)
+    finally:
+        fitted.set_params(n_jobs=None)
+
+
+def test_same_random_state_same_predictions(data):
+    X, y = data
+    a = GPStructTagger(random_state=3, kernel_variance=3.0, **FAST).fit(X[:20], y[:20])
+    b = GPStructTagger(random_state=3, kernel_variance=3.0, **FAST).fit(X[:20], y[:20])
+    assert a.predict_seed_ == b.predict_seed_
+    _same(a.predict_marginals(X[20:]), b.predict_marginals(X[20:]))
+
+
+def test_sequence_seeds_depend_on_content_and_seed_only():
+    rng = np.random.RandomState(0)
+    X = [rng.randn(4, 5), rng.randn(3, 5), rng.randn(4, 5)]
+    X[2][:, 1] = 0.0
+    dense = sequence_seeds(SequenceData.from_sequences(X), 11)
+    sparse = sequence_seeds(SequenceData.from_sequences([sp.csr_matrix(x) for x in X]), 11)
+    np.testing.assert_array_equal(dense, sparse)  # format does not matter
+    # an explicit zero, unsorted indices: same canonical form
+    csr = sp.csr_matrix(X[2])
+    messy = sp.csr_matrix((np.r_[csr.data, 0.0], np.r_[csr.indices, 1],
+                           np.r_[csr.indptr[:-1], csr.indptr[-1] + 1]), shape=csr.shape)
+    assert sequence_seeds(SequenceData.from_sequences([messy]), 11)[0] == dense[2]
+    assert len(set(dense)) == 3
+    assert not np.array_equal(sequence_seeds(SequenceData.from_sequences(X), 12), dense)
+    X[0][0, 0] += 1e-12  # any change of the values changes the draws
+    assert sequence_seeds(SequenceData.from_sequences(X), 11)[0] != dense[0]
+    assert np.all((dense >= 0) & (dense < 2 ** 31 - 1))
+
+
+@pytest.mark.parametrize("Est", [GPStructTagger, RandomizedCRFTagger])
+def test_mixed_label_types_are_an_error(Est, data):
+    X, y = data
+    y = [list(map(str, t)) if i == 0 else list(t) for i, t in enumerate(y[:10])]
+    with pytest.raises(ValueError, match="label types"):
+        Est().fit(X[:10], y)
