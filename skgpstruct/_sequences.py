@@ -160,7 +160,7 @@ def sequence_seeds(data, seed):
     X.sum_duplicates()  # also sorts the indices
     X.eliminate_zeros()
     head = np.array([int(seed), X.shape[1]], dtype=np.int64).tobytes()
-    offsets = np.concatenate([[0], np.cumsum(data.lengths)])
+    offsets = data.offsets
     out = np.empty(data.n_sequences, dtype=np.int64)
     for n in range(data.n_sequences):
         a, b = offsets[n], offsets[n + 1]

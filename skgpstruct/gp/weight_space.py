@@ -340,10 +340,10 @@ class WeightSpaceObjective:
         noise = draw_normals(lengths, 1, self.layout.n_classes, self.n_samples,
                              chunk_seeds)
         size = sum(a.nbytes for part in noise for a in part)
-        old = 0 if hit is None else sum(a.nbytes for part in hit[1] for a in part)
+        old = 0 if hit is None else hit[2]
         with self._noise_lock:  # chunks run on threads
             if self._noise_bytes - old + size <= self._noise_budget:
-                self._noise[key] = (seeds, noise)
+                self._noise[key] = (seeds, noise, size)
                 self._noise_bytes += size - old
         return noise
 

@@ -269,7 +269,7 @@ def test_noise_cache_is_invisible(monkeypatch):
             assert v_c == v_f
             assert_array_equal(g_c, g_f)
     assert cached._noise and not fresh._noise
-    assert cached._noise_bytes == sum(a.nbytes for _, noise in cached._noise.values()
+    assert cached._noise_bytes == sum(a.nbytes for _, noise, _ in cached._noise.values()
                                       for part in noise for a in part)
 
 
