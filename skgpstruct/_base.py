@@ -24,7 +24,7 @@ from ._device import resolve_device
 from ._sequences import SequenceData
 from .chain.backend import get_backend
 from .metrics import flat_accuracy_score
-from .optim import minimize_lbfgs, warn_max_iter
+from .optim import FitInterrupted, minimize_lbfgs, warn_interrupted, warn_max_iter
 
 __all__ = ["ConvergenceMonitor", "SequenceTaggerMixin", "entropy", "fit_epochs", "fit_lbfgs",
            "minibatches"]
@@ -142,10 +142,19 @@ def fit_lbfgs(fun, x0, monitor, *, bounds=None):
     -------
     x : ndarray
         The minimiser found. ``monitor.iter`` is scipy's iteration count.
+        After a KeyboardInterrupt past the first iteration: the last
+        iterate, with a :class:`~skgpstruct.optim.FitInterruptedWarning`
+        (an interrupt before it propagates).
     """
     monitor.unit = "iter"
-    x, n_iter, _ = minimize_lbfgs(fun, x0, max_iter=monitor.max_iter, tol=monitor.tol,
-                                  callback=monitor.report, bounds=bounds)
+    try:
+        x, n_iter, _ = minimize_lbfgs(fun, x0, max_iter=monitor.max_iter,
+                                      tol=monitor.tol, callback=monitor.report,
+                                      bounds=bounds)
+    except FitInterrupted as stop:
+        warn_interrupted("L-BFGS", stop.n_done, "iterations")
+        monitor.iter, monitor.converged = stop.n_done, False
+        return stop.x
     monitor.iter = n_iter
     monitor.converged = n_iter < monitor.max_iter
     return x
@@ -167,6 +176,16 @@ def minibatches(n_sequences, batch_size):
     """
     batch = n_sequences if batch_size is None else min(batch_size, n_sequences)
     return batch, -(-n_sequences // batch)
+
+
+def box_projection(box):
+    """``(0, low, high)`` for ``fit_epochs``'s ``project`` from an L-BFGS-B
+    box (a list of ``(low, high)``, ``None`` for no bound); None for no box."""
+    if box is None:
+        return None
+    low = np.array([-np.inf if b[0] is None else b[0] for b in box], dtype=np.float64)
+    high = np.array([np.inf if b[1] is None else b[1] for b in box], dtype=np.float64)
+    return 0, low, high
 
 
 def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
@@ -206,6 +225,10 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
     Returns
     -------
     x : ndarray
+        After a KeyboardInterrupt past the first epoch: the parameters at
+        the end of the epoch with the lowest objective, with a
+        :class:`~skgpstruct.optim.FitInterruptedWarning` (an interrupt
+        before it propagates).
     """
     n = n_sequences
     batch, n_batches = minibatches(n, batch_size)
@@ -214,6 +237,7 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
         from tqdm.auto import tqdm
 
         epochs = monitor._bar = tqdm(epochs, desc=desc, unit="epoch", file=sys.stderr)
+    best, best_value = None, np.inf
     try:
         for _ in epochs:
             order = np.arange(n) if optimizer.fixed_blocks else rng.permutation(n)
@@ -228,8 +252,17 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
                     np.clip(x[start:], low, high, out=x[start:])
                 total += value
             monitor.report(total)
+            if best is None or total < best_value:
+                best, best_value = x.copy(), total
             if monitor.converged:
                 return x
+    except KeyboardInterrupt:
+        if best is None:
+            raise
+        warn_interrupted(type(optimizer).__name__, monitor.iter, "epochs")
+        monitor.converged = False
+        x[:] = best
+        return x
     finally:
         if monitor._bar is not None:
             monitor._bar.close()
@@ -335,9 +368,27 @@ class SequenceTaggerMixin:
         -------
         self : object
             The fitted estimator.
+
+        Notes
+        -----
+        Ctrl-C (KeyboardInterrupt) once the optimiser has completed an
+        iteration / epoch stops it and fits the model from the best iterate
+        so far, with a :class:`~skgpstruct.optim.FitInterruptedWarning`
+        (as sklearn's MLP). Any exception raised out of ``fit`` (an
+        interrupt before that, or during the final bookkeeping, or an error)
+        leaves the estimator exactly as it was before the call: unfitted, or
+        the previous fit.
         """
-        data, warm, resolved = self._fit_setup(X, y)
-        self._fit(data, warm, resolved)
+        state = dict(self.__dict__)
+        try:
+            data, warm, resolved = self._fit_setup(X, y)
+            self._fit(data, warm, resolved)
+        except BaseException:
+            # never half-set attributes: an error (or an interrupt before the
+            # first iteration) leaves the estimator as it was before fit
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            raise
         return self
 
     def _parallel(self):

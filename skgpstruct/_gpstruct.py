@@ -15,13 +15,20 @@ from sklearn.gaussian_process.kernels import ConstantKernel, Kernel
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, minibatches
+from ._base import (
+    SequenceTaggerMixin,
+    box_projection,
+    fit_epochs,
+    fit_lbfgs,
+    minibatches,
+)
 from ._gp_features import FeatureFormMixin
 from ._gp_predict import GPPredictMixin
+from ._memory import check_fit_memory
 from .gp.elbo import ELBOObjective
 from .gp.inducing import init_inducing_points
 from .gp.kernels import LinearKernel
-from .gp.terms import inducing_cholesky, split_kernel_scale
+from .gp.terms import inducing_cholesky, split_kernel_scale, stable_jitter
 from .gp.variational import VariationalLayout, VariationalParams, init_variational_params
 from .likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
 from .optim import make_optimizer
@@ -434,6 +441,11 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
     def _fit(self, data, warm, lik):
         """Fit the variational posterior (``fit`` after :meth:`_fit_setup`)."""
         rng = check_random_state(self.random_state)
+        check_fit_memory(
+            approximation=self._approximation(), posterior=self.posterior,
+            n_components=self.n_components, n_classes=len(self.classes_),
+            n_inducing=min(self.n_inducing, data.X_flat.shape[0]),
+            max_length=int(data.lengths.max()), n_samples=self.n_samples)
         if self._approximation() == "features":
             self._fit_features(data, warm, lik, rng)
         else:
@@ -478,18 +490,24 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         layout = VariationalLayout(K, V, M, coupled=self.posterior == "coupled",
                                    learn_weights=self.n_components > 1,
                                    n_hyperparameters=n_hyper)
+        base = split_kernel_scale(self.kernel_)[0] if mode == "scale" else self.kernel_
+        # the smallest jitter (from ``jitter`` up) with which every covariance
+        # of the training sequences factorises; kept for prediction
+        self.jitter_, terms = stable_jitter(base, data.X_flat, data.lengths,
+                                            self.inducing_points_, self.jitter)
         return ELBOObjective(
             lik, self.kernel_, self.inducing_points_, data.X_flat, data.lengths,
-            data.y_flat, layout, hyperparameters=mode, jitter=self.jitter,
+            data.y_flat, layout, hyperparameters=mode, jitter=self.jitter_,
+            terms=None if mode == "all" else terms,
             transition_prior_var=self._transition_variance()[0],
             n_samples=self.n_samples, gradient=self.gradient,
         )
 
     def _fit_stochastic(self, objective, x, n, rng, parallel, monitor, project=None):
         """Epochs of minibatch steps with fresh samples every step; the
-        learned hyperparameters are projected onto their bounds after every
-        step (``project``: ``(start, low, high)`` of ``fit_epochs``, by
-        default from ``objective.hyperparameter_bounds()``)."""
+        parameters are projected onto the L-BFGS box after every step
+        (``project``: ``(start, low, high)`` of ``fit_epochs``, by default
+        :func:`box_projection` of ``objective.bounds()``)."""
         _, n_batches = minibatches(n, self.batch_size)
         saga = self.optimizer == "saga"
         opt = make_optimizer(self.optimizer, self.learning_rate, n_blocks=n_batches)
@@ -505,9 +523,7 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
             return value / n_batches, grad, 1.0
 
         if project is None:
-            hyper = objective.hyperparameter_bounds()
-            start = objective.layout.slices["hyperparameters"].start
-            project = None if hyper is None else (start, hyper[:, 0], hyper[:, 1])
+            project = box_projection(objective.bounds())
         return fit_epochs(step, x, opt, monitor, n_sequences=n,
                           batch_size=self.batch_size, rng=rng, project=project,
                           desc="GPStructTagger")
@@ -522,4 +538,4 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         self.transition_mean_ = params.m_bin
         self.transition_var_ = params.s_bin
         self._Lzz = inducing_cholesky(self._fixed_kernel()[0], self.inducing_points_,
-                                      self.jitter)
+                                      self.jitter_)

@@ -319,6 +319,13 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         backend = self.__dict__.get("_backend") or get_backend(getattr(self, "device_", "cpu"))
         W, b, trans = self._unpack(theta, data.X_flat.shape[1])
         U = np.asarray(data.X_flat @ W) + b
+        if not (np.isfinite(theta).all() and np.isfinite(U).all()):
+            raise ValueError(
+                "The CRF potentials became non-finite during training: the "
+                "optimisation diverged (lower learning_rate, or raise c2) or the "
+                "features are too large (scale them, e.g. with sklearn's "
+                "MaxAbsScaler or StandardScaler)."
+            )
         if self.exact_:
             if self.transitions == "full":
                 B = trans
@@ -484,6 +491,11 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         if self.beam_size is None:
             backend = self._predict_backend()
             unary, _ = backend.marginals_ragged(U, data.lengths, self._dense_transitions())
+            # exp(fwd + bwd - log Z) drifts from 1 along long chains (2e-9 at
+            # 10,000 tokens) by a factor common to a position's labels:
+            # renormalising removes it (2e-12 from a scaled forward-backward)
+            total = unary.sum(axis=1, keepdims=True)
+            np.divide(unary, total, out=unary, where=total > 0)
             return data.split(unary)
         spec = self._transition_spec()
         if isinstance(spec, tuple):

@@ -6,8 +6,35 @@ sequences, sequence ``n`` a 2-D array-like or scipy.sparse matrix of shape
 of labels of length ``T_n``. The outer axis is the one that cross-validation
 splits. Internally the estimators also use hmmlearn's flat form: all tokens
 stacked into one matrix plus ``lengths``.
+
+Containers: ``X`` and ``y`` are lists (or tuples, or 1-D object arrays, or
+other sized, indexable sequences such as a pandas Series) of sequences. A
+generator or iterator is refused: estimators index the data (cross-validation
+splits the outer axis) and may read it more than once, and a single 2-D
+array is refused because it is ambiguous (one sequence, or one token per
+sequence?).
+
+Feature scale: every token's features must have an L1 norm
+``sum_d |x_td|`` of at most :data:`MAX_TOKEN_L1_NORM` (1e15). The
+potentials are linear in the features, ``U_t = x_t W``, and
+``|x_t W| <= ||x_t||_1 max|W|``; both taggers start from weights of order
+one (the CRF from zero with an L-BFGS first step of unit length or Adam
+steps of ``learning_rate``, the GP from its ``N(0, sigma^2)`` prior). A
+float64 potential above ``1 / eps = 4.5e15`` carries a rounding error of
+more than one nat, so the exponentials of forward-backward (which only see
+differences of potentials) become noise, and near ``1e154`` the kernels'
+squared norms overflow (features scaled by 1e300 used to fail deep inside
+with "U contains NaN"). Measured on make_chain_data with its features
+scaled by a factor: the Adam-trained CRF degrades from 1e16 and gets NaN
+potentials from 1e20, the randomized one non-finite marginals from 1e20.
+(Smaller factors can still defeat an optimiser: the L-BFGS-trained CRF
+stops at its starting point from 1e12, the GP's covariances lose positive
+definiteness from 1e6; the limit only refuses what no fit can represent.)
+Scale such features first (sklearn's MaxAbsScaler or StandardScaler on the
+stacked tokens).
 """
 
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import scipy.sparse as sp
@@ -17,12 +44,53 @@ __all__ = [
     "check_y_sequences",
     "check_sequences",
     "stack_sequences",
+    "MAX_TOKEN_L1_NORM",
 ]
+
+#: Largest accepted ``sum_d |x_td|`` of a token (see the module docstring):
+#: bounds the potentials of unit weights well below ``1 / eps ~ 4.5e15``.
+MAX_TOKEN_L1_NORM = 1e15
 
 
 def _is_sequence_container(obj):
     return isinstance(obj, (list, tuple)) or (
         isinstance(obj, np.ndarray) and obj.dtype == object and obj.ndim == 1
+    )
+
+
+def _as_sequence_list(obj, name, what):
+    """``obj`` as a list-like of sequences; refuses iterators and unordered
+    or unsized containers with a TypeError that says to pass a list."""
+    if _is_sequence_container(obj):
+        return obj
+    if isinstance(obj, Iterator):
+        raise TypeError(
+            f"{name} must be a list of {what}, got a {type(obj).__name__} (an "
+            "iterator): estimators index the sequences (cross-validation splits "
+            "them) and may read them more than once, which an iterator does not "
+            f"allow; pass a list, e.g. list({name})."
+        )
+    if (isinstance(obj, (str, bytes, Mapping)) or not hasattr(obj, "__len__")
+            or not hasattr(obj, "__getitem__")):
+        raise TypeError(
+            f"{name} must be a list of {what}, got {type(obj).__name__}; pass "
+            "a list (or tuple) with one entry per sequence."
+        )
+    return list(obj)
+
+
+def _too_large_message(i, norms):
+    t = int(np.argmax(np.where(np.isnan(norms), -np.inf, norms)))
+    size = ("overflows float64" if not np.isfinite(norms[t])
+            else f"= {norms[t]:.3g}")
+    return (
+        f"Sequence {i} of X has features too large for the potentials: token {t} "
+        f"has sum(|x|) {size}, above the limit of {MAX_TOKEN_L1_NORM:.0e}. The "
+        "potentials are linear in the features (x @ W), and at this scale they "
+        "overflow or lose all precision in the exponentials of forward-backward. "
+        "Scale the features first, e.g. fit sklearn.preprocessing.MaxAbsScaler "
+        "(keeps sparsity) or StandardScaler on the stacked tokens "
+        "(np.vstack(X) or scipy.sparse.vstack(X)) and transform each sequence."
     )
 
 
@@ -50,25 +118,24 @@ def check_X_sequences(X, *, n_features=None, accept_sparse=True, dtype=np.float6
     ------
     ValueError
         On an empty list, an empty sequence, a sequence that is not 2-D,
-        inconsistent numbers of features, or NaN / infinite values; the
+        inconsistent numbers of features, NaN / infinite values, or a token
+        whose features sum to more than :data:`MAX_TOKEN_L1_NORM` in
+        absolute value (too large for the potentials: scale them); the
         message names the offending sequence.
     TypeError
-        If ``X`` is not a list of sequences, or a sparse sequence is given
+        If ``X`` is not a list of sequences (a single array or sparse
+        matrix, a generator or iterator), or a sparse sequence is given
         while ``accept_sparse`` is False.
     """
     if sp.issparse(X) or (isinstance(X, np.ndarray) and X.dtype != object):
+        hint = ("pass list(X) for a 3-D array of equal-length sequences"
+                if getattr(X, "ndim", 2) == 3 else "wrap a single sequence as [X]")
         raise TypeError(
             "X must be a list of sequences (one 2-D array or sparse matrix of "
             "shape (n_tokens, n_features) per sequence), got a single "
-            f"{type(X).__name__}; wrap a single sequence as [X]."
+            f"{type(X).__name__}; {hint}."
         )
-    if not _is_sequence_container(X):
-        try:
-            X = list(X)
-        except TypeError:
-            raise TypeError(
-                "X must be a list of sequences, got " f"{type(X).__name__}."
-            ) from None
+    X = _as_sequence_list(X, "X", "sequences (2-D arrays or sparse matrices)")
     if len(X) == 0:
         raise ValueError("X is empty: at least one sequence is required.")
     out = []
@@ -79,8 +146,12 @@ def check_X_sequences(X, *, n_features=None, accept_sparse=True, dtype=np.float6
                     f"Sequence {i} is a sparse matrix but this method needs "
                     "dense input; convert it with .toarray()."
                 )
-            seq = sp.csr_matrix(seq, dtype=dtype)
-            seq.sum_duplicates()
+            seq = sp.csr_matrix(seq, dtype=dtype)  # shares the caller's arrays
+            if not seq.has_canonical_format:
+                # sum_duplicates works in place: never on the caller's
+                # (possibly read-only) arrays
+                seq = seq.copy()
+                seq.sum_duplicates()
             values = seq.data
         else:
             try:
@@ -102,10 +173,16 @@ def check_X_sequences(X, *, n_features=None, accept_sparse=True, dtype=np.float6
             raise ValueError(f"Sequence {i} of X is empty (0 tokens).")
         if seq.shape[1] == 0:
             raise ValueError(f"Sequence {i} of X has 0 features.")
-        if not np.all(np.isfinite(values)):
-            raise ValueError(
-                f"Sequence {i} of X contains NaN or infinite values."
-            )
+        # sum_d |x_td|: NaN / inf for NaN or infinite entries, inf also when
+        # finite entries overflow; one pass checks both
+        with np.errstate(over="ignore"):
+            norms = np.asarray(abs(seq).sum(axis=1), dtype=np.float64).ravel()
+        if not norms.max() <= MAX_TOKEN_L1_NORM:
+            if not np.all(np.isfinite(values)):
+                raise ValueError(
+                    f"Sequence {i} of X contains NaN or infinite values."
+                )
+            raise ValueError(_too_large_message(i, norms))
         if n_features is None:
             n_features = seq.shape[1]
         elif seq.shape[1] != n_features:
@@ -143,6 +220,9 @@ def check_y_sequences(y, lengths=None):
 
     Raises
     ------
+    TypeError
+        If ``y`` is not a list of label sequences (a single array, a
+        generator or iterator).
     ValueError
         On an empty list, a label sequence that is not 1-D or is empty,
         mismatched numbers of sequences or tokens, or labels of mixed types
@@ -153,13 +233,7 @@ def check_y_sequences(y, lengths=None):
             "y must be a list of label sequences (one 1-D array-like per "
             "sequence), got a single ndarray."
         )
-    if not _is_sequence_container(y):
-        try:
-            y = list(y)
-        except TypeError:
-            raise TypeError(
-                f"y must be a list of label sequences, got {type(y).__name__}."
-            ) from None
+    y = _as_sequence_list(y, "y", "label sequences")
     if len(y) == 0:
         raise ValueError("y is empty: at least one sequence is required.")
     if lengths is not None and len(lengths) != len(y):

@@ -19,7 +19,8 @@ from numba import njit
 from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 
-__all__ = ["SGD", "Adam", "SAGA", "make_optimizer", "minimize_lbfgs"]
+__all__ = ["SGD", "Adam", "SAGA", "FitInterrupted", "FitInterruptedWarning", "make_optimizer",
+           "minimize_lbfgs"]
 
 
 # ------------------------------------------------------------ fused kernels
@@ -370,6 +371,14 @@ def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, bounds=Non
     history : list of float
         Objective after each iteration.
 
+    Raises
+    ------
+    FitInterrupted
+        On a KeyboardInterrupt after at least one iteration (a subclass of
+        KeyboardInterrupt): it carries the last iterate, the best so far
+        (L-BFGS-B only accepts steps that lower the objective). One before
+        the first iteration is raised as it is.
+
     Examples
     --------
     >>> import numpy as np
@@ -390,18 +399,75 @@ def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, bounds=Non
 
     def cb(xk):
         history.append(last["value"])
+        last["x"] = np.array(xk, dtype=np.float64, copy=True)
         if callback is not None:
             callback(last["value"])
 
-    res = minimize(
-        wrapped,
-        x0,
-        jac=True,
-        method="L-BFGS-B",
-        callback=cb,
-        bounds=bounds,
-        options={"maxiter": max_iter, "ftol": tol, "gtol": tol, "maxcor": 20},
-    )
+    try:
+        res = minimize(
+            wrapped,
+            x0,
+            jac=True,
+            method="L-BFGS-B",
+            callback=cb,
+            bounds=bounds,
+            options={"maxiter": max_iter, "ftol": tol, "gtol": tol, "maxcor": 20},
+        )
+    except KeyboardInterrupt as exc:
+        if "x" not in last or isinstance(exc, FitInterrupted):
+            raise
+        raise FitInterrupted(last["x"], len(history)) from exc
     if res.status == 1:
         warn_max_iter("L-BFGS", max_iter, "iterations")
+    elif res.status != 0 and not history:
+        # stopping near the optimum on a line search that can't improve the
+        # last digits is common and harmless; never leaving the start is not
+        warnings.warn(
+            "L-BFGS stopped before its first iteration "
+            f"({res.message}): the model is its starting point. The objective "
+            "or its gradient is not usable there; badly scaled features (scale "
+            "them, e.g. with sklearn's MaxAbsScaler) are the usual cause.",
+            ConvergenceWarning, stacklevel=2,
+        )
     return res.x, int(res.nit), history
+
+
+class FitInterrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt during an optimisation, with the best iterate
+    reached before it.
+
+    Parameters
+    ----------
+    x : ndarray
+        The best iterate so far.
+    n_done : int
+        Completed iterations / epochs.
+    """
+
+    def __init__(self, x, n_done):
+        super().__init__(f"interrupted after {n_done} iterations")
+        self.x, self.n_done = x, n_done
+
+
+class FitInterruptedWarning(UserWarning):
+    """``fit`` was interrupted (KeyboardInterrupt) and kept the best iterate
+    reached so far."""
+
+
+def warn_interrupted(name, n_done, unit):
+    """Warn that a fit was interrupted after ``n_done`` iterations / epochs.
+
+    Parameters
+    ----------
+    name : str
+        Optimiser name.
+    n_done : int
+        Completed iterations / epochs.
+    unit : str
+        ``"iterations"`` or ``"epochs"``.
+    """
+    warnings.warn(
+        f"{name} was interrupted after {n_done} {unit}; the model is fitted with "
+        "the best iterate so far (call fit again to finish).",
+        FitInterruptedWarning, stacklevel=3,
+    )

@@ -207,3 +207,21 @@ def test_minimize_lbfgs_warns_at_max_iter():
         _, n_iter, history = minimize_lbfgs(_rosenbrock, np.array([-1.0, 1.0]),
                                             max_iter=2)
     assert n_iter == 2 == len(history)
+
+
+def test_lbfgs_warns_when_it_never_leaves_the_start():
+    """A gradient that points uphill: the first line search fails, and the
+    caller is told that the result is its starting point."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from skgpstruct.optim import minimize_lbfgs
+
+    def fun(x):
+        return float(x @ x), -2.0 * x
+
+    with pytest.warns(ConvergenceWarning, match="before its first iteration"):
+        x, n_iter, history = minimize_lbfgs(fun, np.ones(3))
+    assert history == [] and np.array_equal(x, np.ones(3))
+    # a consistent gradient: no warning (warnings are errors in the suite)
+    x, _, history = minimize_lbfgs(lambda x: (float(x @ x), 2.0 * x), np.ones(3))
+    assert len(history) >= 1 and np.allclose(x, 0.0)

@@ -5,7 +5,9 @@
 found under :func:`get_data_home`.
 """
 
+import codecs
 import json
+import math
 import os
 import re
 from numbers import Integral
@@ -56,13 +58,80 @@ def _as_path_list(path):
 _COLUMN_SEP = re.compile(r"[ \t]+")
 
 
+class _FileDecodeError(UnicodeDecodeError):
+    """A :class:`UnicodeDecodeError` whose message names the file and the line.
+
+    It stays a :class:`UnicodeDecodeError` (hence a :class:`ValueError`), with
+    the usual ``encoding``, ``object``, ``start``, ``end`` and ``reason``.
+    """
+
+    def __str__(self):
+        return getattr(self, "message", None) or super().__str__()
+
+
+def _split_lines(text):
+    """Lines of ``text``, ending at LF, CRLF or a lone CR (universal newlines).
+
+    Unlike :meth:`str.splitlines`, form feeds, vertical tabs, U+0085, U+2028
+    and the like stay inside the lines. A final line end yields a final
+    empty string.
+    """
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
+def _read_text(fname, encoding, hint):
+    """The decoded text of a file, without a leading byte-order mark.
+
+    A UTF-8 byte-order mark is skipped when ``encoding`` is UTF-8 or ASCII,
+    and a leading U+FEFF of the decoded text in any encoding (UTF-16's
+    codecs consume their own mark). Undecodable bytes raise
+    :class:`_FileDecodeError` naming the file, the line and ``hint``.
+    """
+    with open(fname, "rb") as f:
+        data = f.read()
+    if data.startswith(codecs.BOM_UTF8) and codecs.lookup(encoding).name in (
+        "utf-8", "ascii",
+    ):
+        data = data[len(codecs.BOM_UTF8):]
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as err:
+        lines = _split_lines(data[:err.start].decode(encoding, errors="replace"))
+        exc = _FileDecodeError(err.encoding, err.object, err.start, err.end,
+                               err.reason)
+        exc.message = (
+            f"{os.fspath(fname)}, line {len(lines)}: cannot decode "
+            f"{data[err.start:err.end]!r} (character {len(lines[-1]) + 1} of "
+            f"the line) as {encoding} ({err.reason}); {hint}"
+        )
+        raise exc from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return text
+
+
 def load_crfpp(path, encoding="utf-8"):
     """Read sequences in CRF++'s column format.
 
     One token a line, its columns separated by spaces or tabs (runs count as
     one separator, as in CRF++), the last column being the label; a blank line
-    ends a sentence. Windows line ends (CRLF), trailing blank lines and a
-    missing final blank line are accepted.
+    ends a sentence. A sentence never spans two files.
+
+    Lenient on layout, strict on content:
+
+    * accepted: LF, CRLF and lone-CR line ends (mixed too); a byte-order mark
+      at the start of a file; spaces and tabs at the start or end of a line
+      (ignored); several blank lines, or lines of spaces and tabs only,
+      between sentences, before the first or after the last one (one ends a
+      sentence, the others are ignored); a missing final line end (the end
+      of a file ends its last sentence); a file of a list that holds no
+      sentence (it adds none);
+    * refused with a :class:`ValueError` naming the file and the 1-based
+      line: a token line with a number of columns different from the first
+      token line (over all files), a token line with a single column (no
+      column besides the label), and bytes that ``encoding`` cannot decode;
+      refused naming the files: no sentence at all (empty files or blank
+      lines only).
 
     Parameters
     ----------
@@ -78,16 +147,21 @@ def load_crfpp(path, encoding="utf-8"):
     X_columns : list of list of tuple of str
         One entry per sequence, one tuple per token holding its columns
         without the label (the input of
-        :class:`~skgpstruct.features.CRFppTemplate`).
+        :class:`~skgpstruct.features.CRFppTemplate`). No sequence is empty
+        and every tuple has the same length (at least 1).
     y : list of list of str
-        The labels (last column) of each sequence.
+        The labels (last column) of each sequence, as long as the
+        corresponding entry of ``X_columns``.
 
     Raises
     ------
     ValueError
         If a line has a different number of columns from the first token line
-        (the message names the file and the 1-based line number), or if no
-        sequence is found.
+        or a single column (the message names the file and the 1-based line
+        number), or if no sequence is found.
+    UnicodeDecodeError
+        If a file holds bytes that ``encoding`` cannot decode (a
+        :class:`ValueError` too; the message names the file and the line).
 
     Notes
     -----
@@ -95,7 +169,8 @@ def load_crfpp(path, encoding="utf-8"):
     such a line is read as a token line with its leading whitespace removed,
     and only lines that are empty or hold nothing but whitespace end a
     sentence. Whitespace other than spaces and tabs (such as the ideographic
-    space U+3000) belongs to the columns, as in CRF++.
+    space U+3000, a form feed or a NUL byte) belongs to the columns, as in
+    CRF++.
 
     Examples
     --------
@@ -114,36 +189,45 @@ def load_crfpp(path, encoding="utf-8"):
     X_columns, y = [], []
     n_columns = None
     first_line = None  # (file, line) that fixed n_columns, for error messages
+    hint = "pass the files' encoding as encoding=, e.g. encoding=\"euc_jp\"."
     for p in paths:
+        text = _read_text(p, encoding, hint)
         x_seq, y_seq = [], []
-        with open(p, encoding=encoding) as f:
-            for lineno, line in enumerate(f, start=1):
-                line = line.strip(" \t\r\n")
-                if not line:
-                    if x_seq:
-                        X_columns.append(x_seq)
-                        y.append(y_seq)
-                        x_seq, y_seq = [], []
-                    continue
-                cols = _COLUMN_SEP.split(line)
-                if n_columns is None:
-                    n_columns = len(cols)
-                    first_line = (p, lineno)
-                elif len(cols) != n_columns:
-                    raise ValueError(
-                        f"{os.fspath(p)}, line {lineno}: {len(cols)} columns, "
-                        f"but line {first_line[1]} of {os.fspath(first_line[0])} "
-                        f"has {n_columns}; every token line must have the same "
-                        "number of columns."
-                    )
-                x_seq.append(tuple(cols[:-1]))
-                y_seq.append(cols[-1])
+        for lineno, line in enumerate(_split_lines(text), start=1):
+            line = line.strip(" \t")
+            if not line:
+                if x_seq:
+                    X_columns.append(x_seq)
+                    y.append(y_seq)
+                    x_seq, y_seq = [], []
+                continue
+            cols = _COLUMN_SEP.split(line)
+            if len(cols) < 2:
+                raise ValueError(
+                    f"{os.fspath(p)}, line {lineno}: 1 column; a token line "
+                    "needs at least one column besides the label (the last "
+                    "column)."
+                )
+            if n_columns is None:
+                n_columns = len(cols)
+                first_line = (p, lineno)
+            elif len(cols) != n_columns:
+                raise ValueError(
+                    f"{os.fspath(p)}, line {lineno}: {len(cols)} columns, "
+                    f"but line {first_line[1]} of {os.fspath(first_line[0])} "
+                    f"has {n_columns}; every token line must have the same "
+                    "number of columns."
+                )
+            x_seq.append(tuple(cols[:-1]))
+            y_seq.append(cols[-1])
         if x_seq:
             X_columns.append(x_seq)
             y.append(y_seq)
     if not X_columns:
         names = ", ".join(os.fspath(p) for p in paths)
-        raise ValueError(f"No sequence found in {names}.")
+        raise ValueError(
+            f"No sequence found in {names}: empty, or blank lines only."
+        )
     return X_columns, y
 
 
@@ -153,20 +237,100 @@ def load_crfpp(path, encoding="utf-8"):
 
 _GPSTRUCT_X_NAME = re.compile(r"^([0-9]+)\.x$")
 
+# Fields of the featurised files. Indices: decimal integers of at most 15
+# digits (exact in float64); labels: signed integers of at most 18 digits
+# (int64); values: decimal numbers (no nan / inf spelled out).
+_GP_INDEX = r"[0-9]{1,15}"
+_GP_LABEL = r"[+-]?[0-9]{1,18}"
+_GP_VALUE = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_GP_INDEX_RE = re.compile(_GP_INDEX)
+_GP_LABEL_RE = re.compile(_GP_LABEL)
+_GP_VALUE_RE = re.compile(_GP_VALUE)
 
-def _read_numbers(fname, n_cols):
-    with open(fname, encoding="ascii") as f:
-        text = f.read()
-    try:
-        values = np.array(text.split(), dtype=np.float64)
-    except ValueError:
-        raise ValueError(f"{fname}: non-numeric entry.") from None
-    if values.size % n_cols:
+
+def _whole_file_pattern(line):
+    """A pattern matching a whole LF-separated text of ``line`` or blank lines."""
+    body = rf"(?:[ \t]*{line}[ \t]*|[ \t]*)"
+    return re.compile(rf"(?:{body}\n)*{body}")
+
+
+_GP_FILE_RE = {
+    "x": _whole_file_pattern(rf"{_GP_INDEX}[ \t]+{_GP_INDEX}[ \t]+{_GP_VALUE}"),
+    "y": _whole_file_pattern(_GP_LABEL),
+}
+_GP_HINT = "the GPstruct files hold ASCII numbers only."
+
+
+def _gp_lines(fname):
+    """The (line number, fields) pairs of the non-blank lines of a file."""
+    text = _read_text(fname, "ascii", _GP_HINT)
+    out = []
+    for lineno, line in enumerate(_split_lines(text), start=1):
+        line = line.strip(" \t")
+        if line:
+            out.append((lineno, _COLUMN_SEP.split(line)))
+    return out
+
+
+def _gp_line_check(fname, lineno, fields, kind):
+    """Raise a ValueError naming the line if its fields are malformed."""
+    where = f"{os.fspath(fname)}, line {lineno}"
+    if kind == "y":
+        if len(fields) != 1:
+            raise ValueError(
+                f"{where}: {len(fields)} fields, expected 1 number per line "
+                "(the label of one token)."
+            )
+        if not _GP_LABEL_RE.fullmatch(fields[0]):
+            raise ValueError(
+                f"{where}: label {fields[0]!r} is not an integer (of at most "
+                "18 digits)."
+            )
+        return
+    if len(fields) != 3:
         raise ValueError(
-            f"{fname}: expected {n_cols} number(s) per line, the file holds "
-            f"{values.size} numbers in all."
+            f"{where}: {len(fields)} field(s), expected 3 numbers per line "
+            "(token feature value)."
         )
-    return values.reshape(-1, n_cols)
+    for what, field in zip(("token", "feature"), fields):
+        if not _GP_INDEX_RE.fullmatch(field) or int(field) < 1:
+            raise ValueError(
+                f"{where}: {what} index {field!r} is not an integer >= 1 "
+                "(indices are 1-based, of at most 15 digits)."
+            )
+    if not _GP_VALUE_RE.fullmatch(fields[2]) or not math.isfinite(float(fields[2])):
+        raise ValueError(f"{where}: value {fields[2]!r} is not a finite number.")
+
+
+def _read_numbers(fname, kind):
+    """The rows of a ``.x`` (kind ``"x"``, (n, 3) float64) or ``.y`` file
+    (kind ``"y"``, (n,) int64), blank lines skipped.
+
+    A regular expression over the whole file and one NumPy conversion read a
+    well-formed file; anything else is read line by line, so that the error
+    names the first malformed line.
+    """
+    text = _read_text(fname, "ascii", _GP_HINT)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if _GP_FILE_RE[kind].fullmatch(text):
+        if kind == "y":
+            return np.array(text.split()).astype(np.int64)
+        values = np.array(text.split(), dtype=np.float64).reshape(-1, 3)
+        if np.all(values[:, :2] >= 1) and np.all(np.isfinite(values[:, 2])):
+            return values
+    rows = []
+    for lineno, fields in _gp_lines(fname):
+        _gp_line_check(fname, lineno, fields, kind)
+        rows.append(fields)
+    # Unreachable for a file the pattern refused; kept as the reference reader.
+    if kind == "y":
+        return np.array([f[0] for f in rows]).astype(np.int64)
+    return np.array(rows, dtype=np.float64).reshape(-1, 3)
+
+
+def _gp_line_number(fname, row):
+    """1-based line number of data row ``row`` (0-based) of a file."""
+    return _gp_lines(fname)[row][0]
 
 
 def load_gpstruct(directory, n_sequences=None, *, n_features=None,
@@ -177,6 +341,23 @@ def load_gpstruct(directory, n_sequences=None, *, n_features=None,
     the corresponding CRF++ file). ``<i>.x`` has one line per active feature,
     ``token feature value`` (token and feature 1-based); ``<i>.y`` one integer
     label per token.
+
+    Lenient on layout, strict on content:
+
+    * accepted: fields separated by runs of spaces or tabs; LF, CRLF and
+      lone-CR line ends; a UTF-8 byte-order mark; spaces and tabs at the
+      start or end of a line; blank lines anywhere (ignored); a missing final
+      line end; a ``.x`` file without lines (a sequence without active
+      features: tokens without a line are rows of zeros); a ``(token,
+      feature)`` pair given twice (its values are added);
+    * refused with a :class:`ValueError` naming the file and the 1-based
+      line: a ``.x`` line that is not three fields ``token feature value``
+      with token and feature decimal integers >= 1 (at most 15 digits) and
+      value a finite decimal number (``1``, ``1.0``, ``1e0``; not ``nan`` or
+      ``inf``); a ``.y`` line that is not one decimal integer (``-1``, ``+2``;
+      not ``1.0``); a token index beyond the labels of the ``.y`` file; a
+      feature index beyond ``n_features``; a byte outside ASCII. A ``.y``
+      file without a label is refused naming the file.
 
     Parameters
     ----------
@@ -199,7 +380,8 @@ def load_gpstruct(directory, n_sequences=None, *, n_features=None,
     Returns
     -------
     X : list of csr_matrix of shape (T_n, n_features)
-        float64 binary features, one matrix per sequence.
+        float64 binary features, one matrix per sequence; T_n >= 1 is the
+        number of labels of ``<n>.y``.
     y : list of ndarray of int64 of shape (T_n,)
         The labels.
 
@@ -210,7 +392,9 @@ def load_gpstruct(directory, n_sequences=None, *, n_features=None,
     ValueError
         If the files are not numbered 1..N, a file is malformed, a token index
         exceeds the number of labels, or a feature index exceeds
-        ``n_features``.
+        ``n_features`` (the message names the file and the line), or a
+        ``.y`` file holds no label. Undecodable (non-ASCII) bytes raise a
+        :class:`UnicodeDecodeError`, which is a :class:`ValueError`.
 
     Examples
     --------
@@ -238,16 +422,17 @@ def load_gpstruct(directory, n_sequences=None, *, n_features=None,
     entries, n_features = _read_gpstruct_x(directory, n_read_x, n_features)
     X, y = [], []
     for i in range(1, n_return + 1):
-        yname = directory / f"{i}.y"
+        xname, yname = directory / f"{i}.x", directory / f"{i}.y"
         labels = _read_gpstruct_y(yname, map_negative_labels)
         n_tokens = labels.shape[0]
         ijv = entries[i - 1]
         rows = ijv[:, 0].astype(np.int64) - 1
         cols = ijv[:, 1].astype(np.int64) - 1
         if rows.size and rows.max() >= n_tokens:
+            k = int(np.flatnonzero(rows >= n_tokens)[0])
             raise ValueError(
-                f"{directory / f'{i}.x'} refers to token {rows.max() + 1} but "
-                f"{yname} has {n_tokens} labels."
+                f"{xname}, line {_gp_line_number(xname, k)} refers to token "
+                f"{rows[k] + 1}, but {yname} has {n_tokens} label(s)."
             )
         x = sp.csr_matrix(
             (ijv[:, 2], (rows, cols)), shape=(n_tokens, n_features),
@@ -263,11 +448,17 @@ def _count_gpstruct_files(directory):
     """Number N of ``<i>.x`` files of ``directory``, checked to be 1..N."""
     if not directory.is_dir():
         raise FileNotFoundError(f"{directory} is not a directory.")
-    numbers = sorted(
-        int(m.group(1))
-        for m in (_GPSTRUCT_X_NAME.match(name) for name in os.listdir(directory))
-        if m
-    )
+    numbers = []
+    for name in os.listdir(directory):
+        m = _GPSTRUCT_X_NAME.match(name)
+        if m:
+            if m.group(1) != str(int(m.group(1))):
+                raise ValueError(
+                    f"{directory / name}: the .x files must be named 1.x, "
+                    "2.x, ... without leading zeros."
+                )
+            numbers.append(int(m.group(1)))
+    numbers.sort()
     if not numbers:
         raise FileNotFoundError(f"No <i>.x file in {directory}.")
     n_files = len(numbers)
@@ -275,7 +466,8 @@ def _count_gpstruct_files(directory):
         missing = sorted(set(range(1, numbers[-1] + 1)) - set(numbers))
         raise ValueError(
             f"The .x files of {directory} must be numbered 1..N without gaps; "
-            f"missing: {missing[:10]}{' ...' if len(missing) > 10 else ''}."
+            f"missing: {missing[:10]}{' ...' if len(missing) > 10 else ''}"
+            f"{' (0.x is not allowed)' if numbers[0] == 0 else ''}."
         )
     return n_files
 
@@ -316,25 +508,23 @@ def _read_gpstruct_x(directory, n_read, n_features):
     max_feature = 0
     for i in range(1, n_read + 1):
         fname = directory / f"{i}.x"
-        ijv = _read_numbers(fname, 3)
+        ijv = _read_numbers(fname, "x")
         if ijv.size:
-            idx = ijv[:, :2]
-            if np.any(idx < 1) or np.any(idx != np.floor(idx)):
+            if n_features is not None and ijv[:, 1].max() > n_features:
+                k = int(np.flatnonzero(ijv[:, 1] > n_features)[0])
                 raise ValueError(
-                    f"{fname}: token and feature indices must be integers >= 1 "
-                    "(1-based)."
+                    f"{fname}, line {_gp_line_number(fname, k)}: feature index "
+                    f"{int(ijv[k, 1])} exceeds n_features={n_features}."
                 )
             max_feature = max(max_feature, int(ijv[:, 1].max()))
         entries.append(ijv)
     if n_features is None:
         n_features = max_feature
         if n_features == 0:
-            raise ValueError(f"No active feature in any .x file of {directory}.")
-    elif max_feature > n_features:
-        raise ValueError(
-            f"Feature index {max_feature} in {directory} exceeds "
-            f"n_features={n_features}."
-        )
+            raise ValueError(
+                f"No active feature in any .x file of {directory}: all are "
+                "empty or hold blank lines only."
+            )
     return entries, n_features
 
 
@@ -342,12 +532,12 @@ def _read_gpstruct_y(yname, map_negative_labels):
     """The int64 labels of one ``<i>.y`` file, negatives mapped if asked."""
     if not yname.is_file():
         raise FileNotFoundError(f"{yname} is missing (its .x file exists).")
-    labels = _read_numbers(yname, 1).ravel()
+    labels = _read_numbers(yname, "y")
     if labels.size == 0:
-        raise ValueError(f"{yname} is empty.")
-    if np.any(labels != np.floor(labels)):
-        raise ValueError(f"{yname}: labels must be integers.")
-    labels = labels.astype(np.int64)
+        raise ValueError(
+            f"{yname} is empty (or blank lines only): a sequence needs at "
+            "least one label."
+        )
     if map_negative_labels is not None:
         labels[labels < 0] = map_negative_labels
     return labels

@@ -6,15 +6,16 @@ The template lines ``U01:%x[-1,0]/%x[0,0]`` are parsed once
 into binary features.
 """
 
+import os
 import re
 from collections import Counter
 from numbers import Integral
-from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval
 
+from ..datasets._loaders import _read_text
 from ._common import _check_sequence_list, _SequenceFeatures
 
 __all__ = ["CRFppTemplate"]
@@ -45,8 +46,17 @@ def _csr_from_ids(ids, n_features, dtype):
     return sp.csr_matrix((data, indices, indptr), shape=(n_rows, n_features))
 
 
-def _parse_template(text):
+def _parse_template(text, source=None):
     """Split a CRF++ template into compiled unigram and raw bigram lines.
+
+    Parameters
+    ----------
+    text : str
+        The template. Lines end at LF (a CR before it is dropped); a leading
+        byte-order mark (U+FEFF) is skipped.
+    source : str, default=None
+        The template's file name, for the error messages ("<source>, line 3");
+        without it they read "Template line 3".
 
     Returns
     -------
@@ -55,19 +65,28 @@ def _parse_template(text):
         ``literals[0] + v_1 + literals[1] + ... + v_k + literals[k]`` with
         ``v_i`` the value of macro ``macros[i] = (row, col)``.
     bigrams : list of str
+
+    Raises
+    ------
+    ValueError
+        For a malformed line (naming it) or a template without unigram line.
     """
+    if text.startswith("\ufeff"):
+        text = text[1:]
     unigrams, bigrams = [], []
     for lineno, line in enumerate(text.split("\n"), start=1):
         if line.endswith("\r"):
             line = line[:-1]
         if not line.strip() or line[0] == "#":
             continue
+        where = (f"Template line {lineno}" if source is None
+                 else f"{source}, line {lineno}")
         if line[0] == "B":
             bigrams.append(line)
             continue
         if line[0] != "U":
             raise ValueError(
-                f"Template line {lineno} ({line!r}): a template line must "
+                f"{where} ({line!r}): a template line must "
                 "start with 'U' (unigram) or 'B' (bigram), as in CRF++."
             )
         literals, macros = [], []
@@ -80,7 +99,7 @@ def _parse_template(text):
             m = _MACRO.match(line, pos)
             if m is None:
                 raise ValueError(
-                    f"Template line {lineno} ({line!r}), character {pos + 1}: "
+                    f"{where} ({line!r}), character {pos + 1}: "
                     "'%' must start a macro %x[row,col] (row an integer, "
                     "col a non-negative integer, no spaces); CRF++ rejects "
                     "anything else."
@@ -88,7 +107,7 @@ def _parse_template(text):
             row, col = int(m.group(1)), int(m.group(2))
             if abs(row) > _CRFPP_MAX_CONTEXT:
                 raise ValueError(
-                    f"Template line {lineno} ({line!r}): row offset {row} is "
+                    f"{where} ({line!r}): row offset {row} is "
                     f"outside CRF++'s range [-{_CRFPP_MAX_CONTEXT}, "
                     f"{_CRFPP_MAX_CONTEXT}]."
                 )
@@ -96,11 +115,20 @@ def _parse_template(text):
             macros.append((row, col))
             start = m.end()
         unigrams.append((line, tuple(literals), tuple(macros)))
+    if not unigrams:
+        raise ValueError(
+            ("The template" if source is None else f"{source}: the template")
+            + " has no unigram (U) line, so it defines no token feature."
+        )
     return unigrams, bigrams
 
 
-def _check_column_sequences(X, n_columns_needed):
-    """Validate column sequences; return a list of lists of tuples of str."""
+def _check_column_sequences(X, n_columns_needed, reader=None):
+    """Validate column sequences; return a list of lists of tuples of str.
+
+    ``reader`` is the template line that reads the last column needed, named
+    in the error message of a token with too few columns.
+    """
     X = _check_sequence_list(X, "tokens (tuples of str columns)")
     out = []
     for n, seq in enumerate(X):
@@ -129,8 +157,9 @@ def _check_column_sequences(X, n_columns_needed):
             if len(tok) < n_columns_needed:
                 raise ValueError(
                     f"Token {t} of sequence {n} has {len(tok)} column(s) but "
-                    f"the template reads column {n_columns_needed - 1} "
-                    "(columns are numbered from 0)."
+                    f"the template reads column {n_columns_needed - 1}"
+                    f"{'' if reader is None else f' in {reader!r}'} "
+                    "(columns are numbered from 0, the label excluded)."
                 )
             tokens.append(tok)
         out.append(tokens)
@@ -156,7 +185,11 @@ class CRFppTemplate(_SequenceFeatures, auto_wrap_output_keys=None):
     ----------
     template : str
         Text of a CRF++ template file. Empty lines and lines starting with
-        ``#`` are skipped; other lines must start with ``U`` or ``B``.
+        ``#`` are skipped; other lines must start with ``U`` or ``B``. Lines
+        end at LF or CRLF; a leading byte-order mark is skipped. A macro
+        ``%x[row,col]`` needs ``-8 <= row <= 8`` (rows beyond the sentence
+        read ``_B-k`` / ``_B+k``); ``col`` must be a column of every token
+        (else ``fit`` / ``transform`` raise a ValueError).
     min_freq : int, default=1
         Keep only features occurring at least this many times in the data
         passed to ``fit`` (CRF++'s ``crf_learn -f``; occurrences are counted
@@ -225,6 +258,11 @@ class CRFppTemplate(_SequenceFeatures, auto_wrap_output_keys=None):
     def from_file(cls, path, *, encoding="utf-8", **kwargs):
         """Build the transformer from a CRF++ template file.
 
+        The file is read and its lines checked now, so that an error names
+        the file and the line. LF, CRLF and lone-CR line ends are accepted
+        (the text keeps LF only, as Python's text mode gives it), and so is a
+        byte-order mark at the start (skipped).
+
         Parameters
         ----------
         path : str or path-like
@@ -237,8 +275,21 @@ class CRFppTemplate(_SequenceFeatures, auto_wrap_output_keys=None):
         Returns
         -------
         transformer : CRFppTemplate
+
+        Raises
+        ------
+        ValueError
+            If a line is malformed (see ``template``; the message names the
+            file and the 1-based line) or the file has no unigram line.
+        UnicodeDecodeError
+            If the file holds bytes that ``encoding`` cannot decode (a
+            ValueError too; the message names the file and the line).
         """
-        return cls(Path(path).read_text(encoding=encoding), **kwargs)
+        hint = "pass the file's encoding as encoding=."
+        text = _read_text(path, encoding, hint)
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+        _parse_template(text, source=os.fspath(path))
+        return cls(text, **kwargs)
 
     def _read(self, X, fitting):
         """Check the column sequences and expand the template over them.
@@ -246,7 +297,8 @@ class CRFppTemplate(_SequenceFeatures, auto_wrap_output_keys=None):
         When fitting, the template is parsed first (:meth:`_prepare`).
         """
         n_columns = self._prepare() if fitting else self.n_columns_
-        return self._expand(_check_column_sequences(X, n_columns))
+        reader = getattr(self, "_column_reader", None)
+        return self._expand(_check_column_sequences(X, n_columns, reader))
 
     def _expand(self, X):
         """Feature strings of every template line, position by position.
@@ -286,11 +338,6 @@ class CRFppTemplate(_SequenceFeatures, auto_wrap_output_keys=None):
         Returns the number of token columns the template reads.
         """
         unigrams, bigrams = _parse_template(self.template)
-        if not unigrams:
-            raise ValueError(
-                "The template has no unigram (U) line, so it defines no token "
-                "feature."
-            )
         self._unigrams, self._bigrams = unigrams, bigrams
         compiled = []
         for _, literals, macros in unigrams:
@@ -309,6 +356,11 @@ class CRFppTemplate(_SequenceFeatures, auto_wrap_output_keys=None):
         )
         self._n_columns = 1 + max(
             (c for _, _, macros in unigrams for _, c in macros), default=-1
+        )
+        self._column_reader = next(
+            (line for line, _, macros in unigrams
+             if any(c == self._n_columns - 1 for _, c in macros)),
+            None,
         )
         return self._n_columns
 

@@ -166,14 +166,17 @@ class ELBOObjective:
         return np.asarray(kernel.bounds, dtype=np.float64).reshape(-1, 2)
 
     def bounds(self):
-        """L-BFGS-B box of the flat vector: the variational parameters are
-        free, the hyperparameters within :meth:`hyperparameter_bounds`;
-        None when there are no hyperparameters."""
+        """L-BFGS-B box of the flat vector: the variational parameters
+        within :meth:`VariationalLayout.box` (``None`` for a free entry),
+        the hyperparameters within :meth:`hyperparameter_bounds`."""
+        low, high = self.layout.box(self.transition_prior_var)
+        box = [(None if np.isinf(lo) else float(lo), None if np.isinf(hi) else float(hi))
+               for lo, hi in zip(low, high)]
         hyper = self.hyperparameter_bounds()
-        if hyper is None:
-            return None
-        n_var = self.layout.size - self.layout.n_hyperparameters
-        return [(None, None)] * n_var + [tuple(b) for b in hyper]
+        if hyper is not None:
+            start = self.layout.slices["hyperparameters"].start
+            box[start:] = [tuple(b) for b in hyper]
+        return box
 
     def unpack(self, x):
         """``(params, kernel)`` at the flat vector ``x``: the

@@ -35,7 +35,7 @@ import numpy as np
 
 from . import _elbo_grads as _g
 from .sampling import _check_draws, _sample_unary
-from .terms import _posterior_shape
+from .terms import _posterior_shape, jittered_cholesky
 from .variational import VariationalParams
 
 __all__ = ["expected_log_likelihood"]
@@ -209,13 +209,8 @@ def expected_log_likelihood(
 def _bucket_samples(bk, Sb, b, params, eps, eps_bin, amp):
     """Cholesky factors, block normals and samples ``(F, B)`` of a bucket."""
     T = bk.T
-    try:
-        C = np.linalg.cholesky(Sb)
-    except np.linalg.LinAlgError as exc:
-        raise ValueError(
-            "A marginal covariance Sigma_n of a sequence of length "
-            f"{T} is not positive definite; increase the jitter."
-        ) from exc
+    C = jittered_cholesky(
+        Sb, 0.0, f"A marginal covariance Sigma_n of a sequence of length {T}")[0]
     E = np.stack([eps[n] for n in bk.seqs])  # (n_g, K, S, V, T)
     Eb = np.stack([eps_bin[n] for n in bk.seqs])  # (n_g, K, S, V, V)
     F, E_blk = _sample_unary(b[:, bk.rows].transpose(1, 0, 2, 3), C, E, amp)

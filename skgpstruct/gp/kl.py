@@ -42,6 +42,7 @@ import numpy as np
 from scipy.linalg import LinAlgError, cho_solve, cholesky, solve_triangular
 from scipy.special import logsumexp
 
+from .terms import jittered_cholesky
 from .variational import _array, _check_sqrt, _check_weights
 
 __all__ = [
@@ -159,10 +160,17 @@ def _cross_entropy(q_mu, q_sqrt, Lk, coef, need_grad):
     return ce, {"q_mu": d_mu, "q_sqrt": d_sqrt, "K": d_K}
 
 
+def _lower_cholesky(A):
+    return cholesky(A, lower=True)
+
+
 def _pair_logpdf(delta, Lk, Ll, need_grad):
     """``log N(delta; 0, Lk Lk^T + Ll Ll^T)`` and its gradients."""
     C = Lk @ Lk.T + Ll @ Ll.T
-    Lc = cholesky(C, lower=True)
+    # positive definite in exact arithmetic (the diagonals of Lk, Ll are
+    # bounded away from 0 during fit); retried with jitter if rounding says not
+    Lc = jittered_cholesky(C, 0.0, "The covariance of two mixture components' "
+                           "difference", factor=_lower_cholesky)[0]
     alpha = cho_solve((Lc, True), delta)
     value = (
         -0.5 * delta.size * _LOG_2PI

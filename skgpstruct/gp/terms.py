@@ -18,6 +18,7 @@ Gradients with respect to the kernel matrices are contracted into
 ``d / dtheta`` by :func:`kernel_matrix_grads_to_theta`.
 """
 
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -31,6 +32,10 @@ from .kernels import kernel_gradient_contract
 
 __all__ = [
     "GPTerms",
+    "JitterWarning",
+    "JITTER_TRIES",
+    "jittered_cholesky",
+    "stable_jitter",
     "inducing_cholesky",
     "compute_gp_terms",
     "sequence_marginals",
@@ -184,8 +189,106 @@ def _rows(offsets, seq_idx, identity=True):
     return rows if identity else (rows, new)
 
 
-def inducing_cholesky(kernel, Z, jitter=1e-4):
+#: How many times a failed Cholesky factorisation is retried, each time with
+#: ten times more jitter on the diagonal (as GPy's ``jitchol``): at most
+#: ``jitter * 10**JITTER_TRIES`` in all.
+JITTER_TRIES = 6
+
+
+class JitterWarning(RuntimeWarning):
+    """A covariance needed more jitter than the ``jitter`` asked for to be
+    factorised; the warning says how much was used."""
+
+
+def jittered_cholesky(A, jitter, what, *, factor=None):
+    """Lower Cholesky factors of ``A``, retried with more jitter on failure.
+
+    The first try factorises ``A`` as given (which already holds ``jitter``
+    on its diagonal, if the caller added it). After a failure the diagonal
+    gets ``jitter * (10**k - 1)`` more, ``k = 1 .. JITTER_TRIES``: the total
+    jitter becomes ``jitter * 10**k``. A retry that succeeds emits a
+    :class:`JitterWarning` (shown once per call site by Python's default
+    filter).
+
+    Parameters
+    ----------
+    A : ndarray of shape (..., d, d)
+        Symmetric matrices (a stack factorises as a whole: one jitter for
+        all).
+    jitter : float
+        The jitter already on the diagonal (a tiny default, ``1e-10`` times
+        the mean diagonal, is used to grow from when it is 0).
+    what : str
+        Name of the matrix in the messages.
+    factor : callable, default=None
+        ``factor(A) -> L`` (default ``np.linalg.cholesky``).
+
+    Returns
+    -------
+    L : ndarray of shape (..., d, d)
+    total_jitter : float
+        The jitter on the factorised diagonal (``jitter`` when the first try
+        succeeded).
+
+    Raises
+    ------
+    ValueError
+        If ``A`` is not finite, or not positive definite even with
+        ``jitter * 10**JITTER_TRIES``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import warnings
+    >>> A = np.ones((2, 2))  # singular
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     L, used = jittered_cholesky(A, 1e-4, "A")
+    >>> used
+    0.001
+    """
+    factor = np.linalg.cholesky if factor is None else factor
+    A = np.asarray(A, dtype=np.float64)
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"{what} has non-finite entries (an overflow upstream).")
+    try:
+        return factor(A), float(jitter)
+    except LinAlgError:
+        pass
+    diag = np.diagonal(A, axis1=-2, axis2=-1)
+    base = float(jitter) if jitter > 0 else 1e-10 * max(float(np.abs(diag).mean()), 1e-300)
+    eye = np.eye(A.shape[-1])
+    for k in range(1, JITTER_TRIES + 1):
+        total = base * 10.0 ** k
+        try:
+            L = factor(A + (total - (jitter if jitter > 0 else 0.0)) * eye)
+        except LinAlgError:
+            continue
+        warnings.warn(
+            f"{what} was not positive definite with jitter {jitter:g}; "
+            f"factorised with {total:g} on the diagonal.",
+            JitterWarning, stacklevel=3,
+        )
+        return L, total
+    raise ValueError(
+        f"{what} is not positive definite even with {total:g} on the diagonal "
+        f"({JITTER_TRIES} retries from jitter {jitter:g}): the kernel matrix "
+        "is broken (check the features and the kernel's hyperparameters)."
+    )
+
+
+def _scipy_cholesky(A):
+    # threaded LAPACK potrf is very slow at M ~ 500 on a busy machine
+    with _small_blas():
+        return cholesky(A, lower=True)
+
+
+def inducing_cholesky(kernel, Z, jitter=1e-4, *, return_jitter=False):
     """Lower Cholesky factor of ``k(Z, Z) + jitter I``.
+
+    If the factorisation fails, it is retried with ten times the jitter, up
+    to :data:`JITTER_TRIES` times (:func:`jittered_cholesky`, with a
+    :class:`JitterWarning`).
 
     Parameters
     ----------
@@ -195,15 +298,19 @@ def inducing_cholesky(kernel, Z, jitter=1e-4):
         Inducing inputs.
     jitter : float, default=1e-4
         Added to the diagonal.
+    return_jitter : bool, default=False
+        Also return the jitter that was used.
 
     Returns
     -------
     Lzz : ndarray of shape (M, M)
+    jitter : float
+        Only with ``return_jitter``: the jitter on the factorised diagonal.
 
     Raises
     ------
     ValueError
-        If the matrix is not positive definite.
+        If the matrix is not positive definite even with the largest jitter.
 
     Examples
     --------
@@ -218,16 +325,73 @@ def inducing_cholesky(kernel, Z, jitter=1e-4):
         raise ValueError(f"jitter must be a finite float >= 0, got {jitter!r}.")
     Kzz = np.asarray(kernel(Z), dtype=np.float64)
     Kzz[np.diag_indices_from(Kzz)] += jitter
+    Lzz, used = jittered_cholesky(
+        Kzz, jitter, f"k(Z, Z) + {jitter:g} I (M = {Kzz.shape[0]} inducing points)",
+        factor=_scipy_cholesky)
+    return (Lzz, used) if return_jitter else Lzz
+
+
+def stable_jitter(kernel, X_flat, lengths, Z, jitter=1e-4):
+    """The smallest jitter ``jitter * 10**k`` (``k <= JITTER_TRIES``) with
+    which ``k(Z, Z) + jitter I`` and every sequence's ``Ktilde_n`` are
+    positive definite, and the terms computed with it.
+
+    ``Ktilde_n = k(X_n, X_n) + jitter I - A_n A_n^T`` is positive
+    semi-definite in exact arithmetic (a Schur complement) but can lose
+    that by rounding when ``k(Z, Z)`` is ill-conditioned (a low-rank
+    kernel, duplicate inducing points); every marginal covariance
+    ``Sigma_n = Ktilde_n + A_n S A_n^T`` of the ELBO is then positive
+    definite for any ``S``. A :class:`JitterWarning` says when more than
+    ``jitter`` was needed.
+
+    Parameters
+    ----------
+    kernel : sklearn Kernel
+    X_flat : {array-like, sparse matrix} of shape (n_tokens, n_features)
+    lengths : array-like of int of shape (n_sequences,)
+    Z : {array-like, sparse matrix} of shape (M, n_features)
+    jitter : float, default=1e-4
+        The jitter asked for.
+
+    Returns
+    -------
+    jitter : float
+        The jitter used.
+    terms : GPTerms
+        :func:`compute_gp_terms` with it.
+
+    Raises
+    ------
+    ValueError
+        If no jitter up to ``jitter * 10**JITTER_TRIES`` works.
+    """
+    Lzz, used = inducing_cholesky(kernel, Z, jitter, return_jitter=True)
+    for _ in range(JITTER_TRIES + 1):
+        terms = compute_gp_terms(kernel, X_flat, lengths, Z, jitter=used, Lzz=Lzz)
+        if all(_is_pd(Kt) for Kt in terms.Ktilde):
+            if used != jitter:
+                warnings.warn(
+                    f"The GP covariances were not positive definite with jitter "
+                    f"{jitter:g}; using {used:g} (see the fitted jitter_).",
+                    JitterWarning, stacklevel=2)
+            return used, terms
+        used = used * 10.0 if used > 0 else 1e-10
+        if used > max(jitter, 1e-10) * 10.0 ** JITTER_TRIES:
+            break
+        Lzz = inducing_cholesky(kernel, Z, used)
+    raise ValueError(
+        "The GP covariances k(X_n, X_n) - Q_n of the training sequences are not "
+        f"positive definite even with jitter {used:g}: check the features and "
+        "the kernel's hyperparameters."
+    )
+
+
+def _is_pd(A):
     try:
-        # threaded LAPACK potrf is very slow at M ~ 500 on a busy machine
-        with _small_blas():
-            return cholesky(Kzz, lower=True)
-    except LinAlgError as exc:
-        raise ValueError(
-            f"k(Z, Z) + {jitter:g} I is not positive definite (M = {Kzz.shape[0]}): "
-            "increase the jitter, or remove duplicate / near-duplicate inducing "
-            "points."
-        ) from exc
+        np.linalg.cholesky(A)
+    except LinAlgError:
+        return False
+    return True
 
 
 def _token_groups(offsets, max_tokens=_g._BUCKET_TOKENS):

@@ -2,6 +2,7 @@
 ELBO and its gradients (pathwise and score-function)."""
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import scipy.sparse as sp
 from numpy.polynomial.hermite_e import hermegauss
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import logsumexp
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 from threadpoolctl import threadpool_limits
 
@@ -16,6 +18,7 @@ from skgpstruct.chain import log_likelihood
 from skgpstruct.gp import (
     ELBOObjective,
     GPTerms,
+    JitterWarning,
     LinearKernel,
     RBFKernel,
     VariationalLayout,
@@ -28,6 +31,7 @@ from skgpstruct.gp import (
     mean_field_to_coupled,
     sequence_marginals,
     split_kernel_scale,
+    stable_jitter,
 )
 from skgpstruct.likelihoods import CRFLikelihood, Likelihood, get_likelihood
 
@@ -159,10 +163,44 @@ def test_gp_terms_sparse_dense_and_subset():
 
 def test_inducing_cholesky_not_positive_definite():
     Z = np.array([[1.0, 0.0], [1.0, 0.0]])  # duplicate inducing points
-    with pytest.raises(ValueError, match="not positive definite"):
-        inducing_cholesky(LinearKernel(), Z, jitter=0.0)
+    # retried with more jitter (from 1e-10 x the mean diagonal when 0), warned
+    with pytest.warns(JitterWarning, match="factorised with 1e-09"):
+        L, used = inducing_cholesky(LinearKernel(), Z, jitter=0.0, return_jitter=True)
+    assert used == 1e-9
+    assert_allclose(L @ L.T, LinearKernel()(Z) + 1e-9 * np.eye(2), rtol=0, atol=1e-15)
     L = inducing_cholesky(LinearKernel(), Z, jitter=1e-4)
     assert_allclose(L @ L.T, LinearKernel()(Z) + 1e-4 * np.eye(2))
+    # no jitter up to 1e-4 * 10**JITTER_TRIES = 100 makes -1000 I positive definite
+    with pytest.raises(ValueError, match="not positive definite even with 100 on"):
+        inducing_cholesky(lambda Z: -1e3 * np.eye(len(Z)), Z, jitter=1e-4)
+    with pytest.raises(ValueError, match="non-finite"):
+        inducing_cholesky(lambda Z: np.full((2, 2), np.inf), Z, jitter=1e-4)
+
+
+def test_stable_jitter_grows_until_every_covariance_factorises():
+    """A rank-1 kernel with duplicate tokens: ``Ktilde_n`` is 0 + jitter in
+    exact arithmetic; with a negative 'kernel residual' injected the jitter
+    must grow, and the terms come back computed with it."""
+    X = np.array([[1.0], [1.0], [2.0]])
+    Z = X[:2]
+    used, terms = stable_jitter(LinearKernel(), X, [1, 2], Z, jitter=1e-4)
+    assert used == 1e-4  # fine as asked: no warning (warnings are errors here)
+    assert all(np.all(np.linalg.eigvalsh(Kt) > 0) for Kt in terms.Ktilde)
+
+    class Shifted(LinearKernel):
+        """k(x, x) lowered on the diagonal of the token blocks only: Ktilde
+        has eigenvalue -0.005 + jitter."""
+
+        def __call__(self, X, Y=None, eval_gradient=False):
+            K = super().__call__(X, Y)
+            if Y is None and len(X) != 2:
+                K = K - 0.005 * np.eye(len(X))
+            return K
+
+    with pytest.warns(JitterWarning, match="using 0.01"):
+        used, terms = stable_jitter(Shifted(), X, [3], Z[:1], jitter=1e-4)
+    assert used == pytest.approx(1e-2)
+    assert np.all(np.linalg.eigvalsh(terms.Ktilde[0]) > 0)
 
 
 # --------------------------------------------------------------------------
@@ -721,7 +759,71 @@ def test_objective_terms_scale_kl_and_chunks():
     assert v_one == pytest.approx(-values[0] + v0, rel=1e-12)
     params, k = f.unpack(x0)
     assert k is kernel and np.array_equal(params.q_mu, p.q_mu)
-    assert f.bounds() is None and f.hyperparameter_bounds() is None
+    assert f.hyperparameter_bounds() is None
+    low, high = f.layout.box(f.transition_prior_var)
+    assert f.bounds() == [(None if np.isinf(a) else a, None if np.isinf(b) else b)
+                          for a, b in zip(low, high)]
+
+
+def test_layout_box_bounds_what_exp_and_cholesky_see():
+    """The box bounds exactly the entries that go through ``exp`` or into
+    a covariance: diagonals (log) and off-diagonals of ``q_sqrt``, mixture
+    logits, ``log s_bin``; the means and ``m_bin`` stay free."""
+    from skgpstruct.gp.variational import (
+        LOG_S_BIN_BOUNDS,
+        LOG_SQRT_DIAG_BOUNDS,
+        LOGIT_BOUND,
+        SQRT_OFFDIAG_BOUND,
+        init_variational_params,
+    )
+    for coupled in (False, True):
+        layout = VariationalLayout(2, 2, 3, coupled=coupled, learn_weights=True,
+                                   n_hyperparameters=1)
+        low, high = layout.box(transition_prior_var=10.0)
+        sl = layout.slices
+        # which entries are diagonals: pack a q_sqrt of 2 on the diagonal, 0 off
+        params = init_variational_params(np.full((3, 2), 0.5), 2, whiten=False,
+                                         coupled=coupled, sqrt_scale=2.0)
+        tri = layout.pack(params, [0.0])[sl["q_sqrt"]]
+        diag = tri != 0
+        assert diag.sum() == (12 if coupled else 12)
+        assert np.all(low[sl["q_sqrt"]][diag] == LOG_SQRT_DIAG_BOUNDS[0])
+        assert np.all(high[sl["q_sqrt"]][diag] == LOG_SQRT_DIAG_BOUNDS[1])
+        assert np.all(high[sl["q_sqrt"]][~diag] == SQRT_OFFDIAG_BOUND)
+        assert np.all(low[sl["q_sqrt"]][~diag] == -SQRT_OFFDIAG_BOUND)
+        assert np.all(high[sl["weights"]] == LOGIT_BOUND)
+        assert_allclose(low[sl["s_bin"]], np.log(10.0) + LOG_S_BIN_BOUNDS[0])
+        assert_allclose(high[sl["s_bin"]], np.log(10.0) + LOG_S_BIN_BOUNDS[1])
+        for name in ("q_mu", "m_bin", "hyperparameters"):
+            assert np.all(np.isinf(low[sl[name]])) and np.all(np.isinf(high[sl[name]]))
+        # the starting point of a fit lies inside
+        x = layout.pack(init_variational_params(np.full((3, 2), 0.5), 2, whiten=False,
+                                                coupled=coupled), [0.0])
+        assert np.all((low <= x) & (x <= high))
+
+
+def test_inducing_form_fits_low_rank_data():
+    """Issue 11, first row: the inducing-point form on 4 dense features
+    (a rank-4 linear kernel, so ``Kzz`` is singular up to the jitter) failed
+    with 'Sigma_n not positive definite' for most seeds: the whitened
+    initial means were ~100 (``Lzz^-1 u``), the first line search stepped
+    ``q_sqrt`` and ``s_bin`` out to exp(34) and the covariances broke. The
+    ridge-regularised start and the box make every fit go through without
+    any extra jitter (JitterWarning is an error in the test suite)."""
+    from skgpstruct import GPStructTagger
+    from skgpstruct.datasets import make_chain_data
+
+    for n, seed, variance in ((10, 0, 0.3), (20, 1, 1.0), (30, 0, 100.0)):
+        X, y = make_chain_data(n_sequences=n, n_features=4, random_state=seed)[:2]
+        est = GPStructTagger(approximation="inducing", kernel_variance=variance,
+                             n_samples=10, n_predict_samples=8, max_iter=30,
+                             random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est.fit(X, y)
+        assert est.jitter_ == est.jitter
+        assert np.all(np.isfinite(est.elbo_history_))
+        assert est.score(X, y) > 0.5
 
 
 def test_objective_scale_and_theta_bounds_and_unpack():

@@ -428,9 +428,16 @@ def test_init_variational_params():
     F = rng.dirichlet(np.ones(V), size=M)
     Kzz = _spd(M, 11)
     Lzz = np.linalg.cholesky(Kzz)
-    p = init_variational_params(F, whiten=True, kzz_cholesky=Lzz)
+    p = init_variational_params(F, whiten=True, kzz_cholesky=Lzz, init_ridge=0.0)
     # whitened means map back onto the centred fractions: u = Lzz v
     assert_allclose(p.q_mu[0] @ Lzz.T, (F - 1.0 / V).T, rtol=1e-12, atol=1e-14)
+    # with a ridge: the posterior mean given u observed with noise lam
+    lam = 0.3 * np.trace(Kzz) / M
+    p = init_variational_params(F, whiten=True, kzz_cholesky=Lzz, init_ridge=0.3)
+    expected = Lzz.T @ np.linalg.solve(Kzz + lam * np.eye(M), (F - 1.0 / V))
+    assert_allclose(p.q_mu[0], expected.T, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="init_ridge"):
+        init_variational_params(F, whiten=True, kzz_cholesky=Lzz, init_ridge=-1.0)
     assert_array_equal(p.q_sqrt, np.tile(np.eye(M), (1, V, 1, 1)))
     assert_array_equal(p.m_bin, 0.0) and assert_array_equal(p.s_bin, 1.0)
     raw = init_variational_params(F, whiten=False, mean_scale=2.0, sqrt_scale=0.5)
