@@ -5,7 +5,8 @@ unary potentials are Gaussian-process functions of the token features, learned
 by gray-box sparse variational inference) and ``RandomizedCRFTagger`` (a CRF
 trained with randomized dynamic programming for large label sets).
 
-The maths of linear chains lives in :mod:`skgpstruct.chain`, the data helpers
+The maths of linear chains lives in :mod:`skgpstruct.chain`, the warnings and
+errors in :mod:`skgpstruct.exceptions`, the data helpers
 in :mod:`skgpstruct.datasets`, :mod:`skgpstruct.features` and
 :mod:`skgpstruct.metrics`.
 """

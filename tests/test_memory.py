@@ -76,3 +76,11 @@ def test_fit_refuses_before_allocating_and_stays_unfitted(monkeypatch):
     est.set_params(posterior="mean_field", n_inducing=5)
     with pytest.raises(MemoryBudgetError, match="approximation='features'"):
         est.fit(Xl * 1, yl)
+
+
+def test_public_exceptions_module():
+    from skgpstruct import exceptions
+
+    assert issubclass(exceptions.MemoryBudgetError, MemoryError)
+    assert issubclass(exceptions.JitterWarning, RuntimeWarning)
+    assert issubclass(exceptions.FitInterruptedWarning, UserWarning)
