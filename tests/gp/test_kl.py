@@ -476,3 +476,16 @@ def test_posterior_input_errors():
         mixture_kl(q_mu * np.nan, L)
     with pytest.raises(ValueError, match="q_mu must have shape"):
         gauss_kl(np.zeros((2, 3)), np.eye(3))
+
+
+def test_pair_logpdf_guarded_against_a_singular_sum():
+    """Issue 11: the mixture entropy's pair term factorised ``Lk Lk^T +
+    Ll Ll^T`` unguarded; when it rounds to a singular matrix it is retried
+    with jitter (JitterWarning) instead of a raw LinAlgError."""
+    from skgpstruct.gp.kl import _pair_logpdf
+    from skgpstruct.gp.terms import JitterWarning
+
+    L = np.diag([1.0, 1e-170])  # 1e-340 underflows to 0 in L L^T
+    with pytest.warns(JitterWarning, match="mixture components"):
+        value, _ = _pair_logpdf(np.zeros(2), L, L, False)
+    assert np.isfinite(value)
