@@ -491,11 +491,16 @@ def viterbi_kernel(c, h):
 
     @cuda.jit(device=True)
     def backtrack(a, T, V, delta, back, paths):
-        """Best last label (ties to the lowest) and the path back from it."""
+        """Best last label (ties to the lowest) and the path back from it;
+        all zeros if every path is forbidden (score ``-inf``)."""
         last = 0
         for j in range(1, V):
             if delta[a + T - 1, j] > delta[a + T - 1, last]:
                 last = j
+        if delta[a + T - 1, last] == NEG:
+            for t in range(T):
+                paths[a + t] = 0
+            return NEG
         paths[a + T - 1] = last
         for t in range(T - 1, 0, -1):
             paths[a + t - 1] = back[a + t, paths[a + t]]

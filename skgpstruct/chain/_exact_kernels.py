@@ -239,7 +239,8 @@ def _ll_grad_core(Uf, B, y, fwd, bwd, tmp, gU, gB):
 
 @njit(cache=True, nogil=True)
 def _viterbi_core(Uf, B, delta, back, path):
-    """Best path into ``path``; return its score. Ties: lowest label index."""
+    """Best path into ``path``; return its score. Ties: lowest label index.
+    If every path is forbidden (score ``-inf``) the path is all zeros."""
     T, V = Uf.shape
     for j in range(V):
         delta[0, j] = Uf[0, j]
@@ -258,6 +259,9 @@ def _viterbi_core(Uf, B, delta, back, path):
     for j in range(1, V):
         if delta[T - 1, j] > delta[T - 1, last]:
             last = j
+    if delta[T - 1, last] == _NEG_INF:  # no allowed path: documented all zeros
+        path[:] = 0
+        return _NEG_INF
     path[T - 1] = last
     for t in range(T - 1, 0, -1):
         path[t - 1] = back[t, path[t]]

@@ -23,8 +23,10 @@ same maths for a stack of sequences in one serial, ``nogil`` numba call that
   and, for a dense ``B``, edge weights gathered from ``exp(B - max B)``
   computed once per call, so an edge costs a multiply-add instead of
   exponentials), accumulating the gradient straight into the caller's
-  arrays; a sequence whose normalisers under- or overflow (potentials
-  spanning some 700 nats) goes through the log-space kernels
+  arrays; a sequence on which a term of those sums falls below ``_TINY``
+  (possible only with potentials spanning hundreds of nats: see
+  :func:`_scaled_forward`), or whose normalisers under- or overflow, goes
+  through the log-space kernels
   :func:`~skgpstruct.chain._randomized_kernels.rdp_forward` and
   :func:`_backward_accumulate` (the arithmetic of
   :func:`~skgpstruct.chain._randomized_kernels.rdp_backward`) instead.
@@ -53,6 +55,13 @@ NEG_INF = -np.inf
 _PROPOSAL_CODES = {"uniform": 0, "local": 1, "global": 2, "local+global": 3}
 # Slots per block when edge scores are built (as in chain.randomized).
 _CHUNK = 256
+# The scaled pass runs only while every nonzero product of its forward sums
+# (forward variable x edge weight x node weight) is at least _TINY, so that
+# no term underflows and loses its relative precision (as _exact_kernels._TINY).
+_TINY = 1e-280
+_LOG_TINY = math.log(_TINY)
+# exp(x) of an x above this is a normal float64 (> 2.2e-308), never 0.
+_LOG_NORMAL = -700.0
 
 
 def proposal_code(kind):
@@ -162,7 +171,9 @@ def _backward_accumulate(U, idx, logw, B, left, right, lowrank, alpha, log_z,
 
 @njit(cache=True, nogil=True)
 def _edges_scaled(expB, left, right, lowrank, prev, cur, out):
-    """``out[k, l] = exp(B[prev[k], cur[l]] - shift)``; returns ``shift``.
+    """``out[k, l] = exp(B[prev[k], cur[l]] - shift)``; returns ``(shift,
+    log_emin)``, ``log_emin`` the log of the smallest edge weight of the block
+    (low rank; 0 for dense transitions, whose bound the caller has).
 
     Dense transitions: a gather from ``expB = exp(B - max B)`` (the shift is
     applied by the caller). Low rank: the block ``left[prev] @ right[cur].T``
@@ -174,51 +185,96 @@ def _edges_scaled(expB, left, right, lowrank, prev, cur, out):
             row = prev[k]
             for l in range(K):
                 out[k, l] = expB[row, cur[l]]
-        return 0.0
+        return 0.0, 0.0
     Lp = _gather_rows(left, prev)
     Rc = _gather_rows(right, cur)
     out[:] = np.dot(Lp, Rc.T)
     m = NEG_INF
+    low = np.inf
     for k in range(K):
         for l in range(K):
             if out[k, l] > m:
                 m = out[k, l]
+            if out[k, l] < low:
+                low = out[k, l]
     for k in range(K):
         for l in range(K):
             out[k, l] = math.exp(out[k, l] - m)
-    return m
+    return m, low - m
+
+
+@njit(cache=True, nogil=True)
+def _terms_above_tiny(a_prev, E, w):
+    """Whether every nonzero ``a_prev[k] * E[k, l] * w[l]`` is at least
+    ``_TINY`` (the exact form of the bound tested by :func:`_scaled_forward`)."""
+    K = w.shape[0]
+    for l in range(K):
+        wl = w[l]
+        if wl != 0.0:
+            for k in range(K):
+                ak = a_prev[k]
+                if ak != 0.0 and E[k, l] != 0.0 and ak * E[k, l] * wl < _TINY:
+                    return False
+    return True
 
 
 @njit(cache=True, nogil=True)
 def _scaled_forward(U, idx, logw, expB, shift_B, left, right, lowrank, a, wn, norm, Es,
-                    store):
+                    store, log_emin):
     """Scaled forward sweep of :func:`_scaled_pass`: fills ``a`` (normalised
     forward variables), ``wn`` (node weights over their row maximum) and
     ``norm``, and the edge weights ``Es[t]`` when ``store``. Returns
-    ``(ok, log_z)``."""
+    ``(ok, log_z)``.
+
+    ``ok`` is also False when a term ``a[t - 1, k] * E[k, l] * wn[t, l]``
+    of the sums (nonzero factors; ``wn[0, l]`` at ``t = 0``) is below
+    ``_TINY``. The cheap bound, the smallest nonzero ``a[t - 1]`` times the
+    smallest edge weight (``exp(log_emin)`` for dense transitions, the
+    block's for low rank) times the smallest nonzero node weight, settles
+    it for ordinary potentials; when it is below ``_TINY``, the terms are
+    tested one by one (:func:`_terms_above_tiny`), provided no finite edge
+    or node weight can have underflowed to an exact 0 (else ``ok`` is
+    False). When ``ok``, no term underflows, every nonzero forward variable
+    keeps its relative precision, a zero one is an exact zero (a ``-inf``
+    potential), and every ``tmp[l]`` of a reachable state is at least
+    ``_TINY``, which bounds the backward variables of :func:`_scaled_pass`
+    (no overflow).
+    """
     T, K = idx.shape
     E = np.empty((K, K))
     tmp = np.empty(K)
     log_z = 0.0
+    log_amin = 0.0  # log of the smallest nonzero a[t - 1]
     for t in range(T):
         mn = NEG_INF
+        vmin = np.inf
         for l in range(K):
             v = U[t, idx[t, l]] + logw[t, l]
             wn[t, l] = v
             if v > mn:
                 mn = v
+            if v > NEG_INF and v < vmin:
+                vmin = v
         if mn == NEG_INF:
             return False, NEG_INF
         for l in range(K):
             wn[t, l] = math.exp(wn[t, l] - mn)
         shift = 0.0
         if t == 0:
+            if vmin - mn < _LOG_TINY:
+                return False, NEG_INF
             for l in range(K):
                 tmp[l] = 1.0
         else:
             Et = Es[t] if store else E
-            shift = _edges_scaled(expB, left, right, lowrank, idx[t - 1], idx[t], Et)
+            shift, log_e = _edges_scaled(expB, left, right, lowrank, idx[t - 1], idx[t], Et)
             if lowrank and shift == NEG_INF:
+                return False, NEG_INF
+            if not lowrank:
+                log_e = log_emin
+            if log_amin + log_e + (vmin - mn) < _LOG_TINY and (
+                    log_e < _LOG_NORMAL or vmin - mn < _LOG_NORMAL
+                    or not _terms_above_tiny(a[t - 1], Et, wn[t])):
                 return False, NEG_INF
             for l in range(K):
                 tmp[l] = 0.0
@@ -233,8 +289,12 @@ def _scaled_forward(U, idx, logw, expB, shift_B, left, right, lowrank, a, wn, no
             s += a[t, l]
         if not (s > 0.0 and s < np.inf):
             return False, NEG_INF
+        amin = np.inf
         for l in range(K):
             a[t, l] /= s
+            if a[t, l] != 0.0 and a[t, l] < amin:
+                amin = a[t, l]
+        log_amin = math.log(amin)
         norm[t] = s
         log_z += math.log(s) + mn + (shift_B if (t > 0 and not lowrank) else shift)
     if not (log_z > NEG_INF and log_z < np.inf):
@@ -263,7 +323,7 @@ def _add_edge_marginals(xi, prev, cur, left, right, lowrank, gB, gL, gR):
 
 @njit(cache=True, nogil=True)
 def _scaled_pass(U, idx, logw, expB, shift_B, left, right, lowrank, store, gU, gB,
-                 gL, gR):
+                 gL, gR, log_emin=NEG_INF):
     """Forward-backward on the sub-lattice in scaled linear space.
 
     The same quantities as ``rdp_forward`` + ``rdp_backward`` (log Z-hat and
@@ -271,9 +331,13 @@ def _scaled_pass(U, idx, logw, expB, shift_B, left, right, lowrank, store, gU, g
     per-position normalisation (Rabiner's scaling) instead of log-sum-exp:
     about two exponentials per sub-lattice edge fewer. Returns
     ``(ok, log_z)``; ``ok`` is False, and nothing has been added to the
-    gradients, when a forward normaliser under- or overflowed (potentials
-    spanning more than ~700 nats), and the caller then uses the log-space
-    kernels.
+    gradients, when a term of the forward sums falls below ``_TINY`` (see
+    :func:`_scaled_forward`: potentials spanning hundreds of nats) or a
+    forward normaliser under- or overflowed, and the caller then uses the
+    log-space kernels. ``log_emin`` is, for dense transitions, a lower bound
+    on ``log`` of the smallest nonzero entry of ``exp(B - shift_B)``
+    (``min(finite B) - shift_B``); the default ``-inf`` (unknown) sends any
+    dense sequence longer than 1 to the log-space kernels.
     """
     T, K = idx.shape
     a = np.empty((T, K))
@@ -281,10 +345,13 @@ def _scaled_pass(U, idx, logw, expB, shift_B, left, right, lowrank, store, gU, g
     norm = np.empty(T)
     Es = np.empty((T, K, K)) if store else np.empty((1, K, K))
     ok, log_z = _scaled_forward(U, idx, logw, expB, shift_B, left, right, lowrank, a, wn,
-                                norm, Es, store)
+                                norm, Es, store, log_emin)
     if not ok:
         return False, NEG_INF
-    # backward: b[t] scaled so that a[t] * b[t] are the marginals
+    # backward: b[t] scaled so that a[t] * b[t] are the marginals. The
+    # states with a[t, l] = 0 (unreachable: exact zeros, see _scaled_forward)
+    # have marginal 0 and get v[l] = 0: their b, unbounded, could overflow
+    # (inf * 0 = NaN) and changes nothing else.
     E = np.empty((K, K))
     b = np.ones(K)
     b_prev = np.empty(K)
@@ -296,7 +363,7 @@ def _scaled_pass(U, idx, logw, expB, shift_B, left, right, lowrank, store, gU, g
             _edges_scaled(expB, left, right, lowrank, idx[t - 1], idx[t], E)
             Et = E
         for l in range(K):
-            v[l] = wn[t, l] * b[l] / norm[t]
+            v[l] = wn[t, l] * b[l] / norm[t] if a[t, l] != 0.0 else 0.0
             gU[t, idx[t, l]] += a[t, l] * b[l]
         for k in range(K):
             acc = 0.0
@@ -339,7 +406,9 @@ def rdp_loss_grad_ragged(U, offsets, y, B, left, right, lowrank, code, q_global,
         Uniform draws of the sampled slots, stacked like ``U``.
     expB : float64 (N, N) or (0, 0)
         Dense transitions only: ``exp(B - shift_B)`` (``shift_B`` the largest
-        finite entry of ``B``), shared by all sequences.
+        finite entry of ``B``), shared by all sequences. The smallest finite
+        entry of ``B`` (read once per call) bounds its smallest nonzero
+        weight for the underflow test of :func:`_scaled_forward`.
     shift_B : float
         See ``expB``.
     store_budget : int
@@ -355,15 +424,24 @@ def rdp_loss_grad_ragged(U, offsets, y, B, left, right, lowrank, code, q_global,
     Returns
     -------
     loss : float64 (n_sequences,)
-        ``log Z-hat_n - score_n(y_n)`` per sequence (``+inf`` if the
-        sub-lattice carried no path; nothing is added to the gradients
-        for such a sequence).
+        ``log Z-hat_n - score_n(y_n)`` per sequence: ``+inf`` if the gold
+        path has score ``-inf``, in particular if the sub-lattice carried
+        no path (nothing is then added to the gradients for the sequence).
     """
     n_seq = offsets.shape[0] - 1
     N = U.shape[1]
     K2 = uniforms.shape[1]
     K = k1 + K2
     log_k2 = math.log(max(K2, 1))
+    log_emin = 0.0  # log of the smallest nonzero entry of expB (dense)
+    if not lowrank:
+        low = np.inf
+        for i in range(B.shape[0]):
+            for j in range(B.shape[1]):
+                if B[i, j] > NEG_INF and B[i, j] < low:
+                    low = B[i, j]
+        if low < np.inf:
+            log_emin = low - shift_B
     loss = np.empty(n_seq)
     for n in range(n_seq):
         s = offsets[n]
@@ -393,9 +471,9 @@ def rdp_loss_grad_ragged(U, offsets, y, B, left, right, lowrank, code, q_global,
         logw = np.empty((T, K))
         sample_slots(det, q_rest, cdf, last_pos, uniforms[s:e], log_k2, idx, logw)
         ok, log_z = _scaled_pass(Un, idx, logw, expB, shift_B, left, right, lowrank,
-                                 T * K * K <= store_budget, gU[s:e], gB, gL, gR)
+                                 T * K * K <= store_budget, gU[s:e], gB, gL, gR, log_emin)
         if not ok:
-            # Potentials spanning more than the float range: log space.
+            # Potentials spanning too many nats for linear space: log space.
             alpha, log_z = rdp_forward(Un, idx, logw, B, left, right, lowrank, _CHUNK)
             if not log_z > NEG_INF:
                 loss[n] = np.inf

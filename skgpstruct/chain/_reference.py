@@ -195,7 +195,9 @@ def _viterbi(Uf, B):
         cand = delta[:, None] + B
         back[t] = np.argmax(cand, axis=0)  # first maximum: lowest label index
         delta = Uf[t] + cand[back[t], np.arange(V)]
-    path = np.empty(T, dtype=np.int64)
+    path = np.zeros(T, dtype=np.int64)
+    if delta.max() == -np.inf:  # every path forbidden: the path is all zeros
+        return path, -np.inf
     path[-1] = np.argmax(delta)
     for t in range(T - 1, 0, -1):
         path[t - 1] = back[t, path[t]]

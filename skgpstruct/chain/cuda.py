@@ -239,7 +239,8 @@ def viterbi_ragged(U, lengths, B, start=None, end=None, *, to_host=True):
         Best paths, stacked like the rows of ``U``; ties go to the lowest
         label index, as :func:`skgpstruct.chain.viterbi`.
     scores : ndarray of shape (n_chains,)
-        Their unnormalised scores.
+        Their unnormalised scores; ``-inf`` for a chain whose every path is
+        forbidden (its path is then all zeros).
 
     Examples
     --------

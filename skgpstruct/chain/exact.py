@@ -383,7 +383,8 @@ def viterbi_ragged(U, lengths, B, start=None, end=None):
     paths : ndarray of int64 of shape (n_tokens,)
         Best paths, stacked like the rows of ``U``.
     scores : ndarray of shape (n_sequences,)
-        Their unnormalised scores.
+        Their unnormalised scores; ``-inf`` for a sequence whose every path
+        is forbidden (its path is then all zeros).
 
     Examples
     --------

@@ -46,11 +46,11 @@ disconnected). Covered:
 Every test uses ``derandomize=True`` and no example database, so the
 examples are the same on every run.
 
-Two properties fail and are marked ``xfail(strict=True)`` (each reason
-describes the bug): the Viterbi path is not the documented all-zeros path
-when every path is forbidden, and the CPU randomized training pass
-(``randomized_loss_grad_ragged``) loses paths and returns NaN gradients
-when the potentials span more than ~700 nats.
+Two of the properties were found failing and guard the fixes: the Viterbi
+path is the documented all-zeros path when every path is forbidden (it used
+to follow the back-pointers), and the CPU randomized training pass
+(``randomized_loss_grad_ragged``) stays exact when the potentials span more
+than ~700 nats (it used to lose paths and return NaN gradients there).
 
 Tolerances. The kernels and the references run the same dynamic programmes
 in float64 with different summation orders. With potentials of scale <= 3
@@ -456,19 +456,13 @@ def test_forbidden_paths(prob):
             assert (ll_bad[s] == NEG_INF) == (_path_score(kws, y_bad) == NEG_INF)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: viterbi / viterbi_ragged (and viterbi_ref) return the back-pointer path, "
-    "not the documented all-zeros path, when every path is forbidden but an "
-    "earlier position is reachable, e.g. U = [[0, 1], [-inf, -inf]], B = 0 "
-    "gives path [1, 0] with score -inf"))
 @_settings(20)
 @given(prob=chain_problems(min_T=2, max_T=6, min_V=2, max_V=4, forbid=False))
 def test_viterbi_path_is_zeros_when_every_path_is_forbidden(prob):
     """skgpstruct.chain.viterbi documents "-inf if every path is forbidden
     (the path is then all zeros)". The last position is made dead, so no
     path is allowed, and label 0 is forbidden at the position before, so
-    following the back-pointers gives a nonzero label there (every example
-    fails while the bug is present)."""
+    following the back-pointers would give a nonzero label there."""
     kw = {k: v.copy() for k, v in prob.kw.items()}
     kw["U"][-1] = NEG_INF
     kw["U"][-2, 0] = NEG_INF
@@ -660,13 +654,6 @@ def test_randomized_training_pass_exact_when_every_state_kept(lengths, prob, see
     _check_training_pass(lengths, prob, seeds, p_forbid=0.1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: randomized_loss_grad_ragged (CPU pass, _rdp_batch._scaled_pass) "
-    "falls back to log space only when a forward normaliser is 0 or inf; with "
-    "potentials spanning more than ~700 nats, products of its scaled weights "
-    "underflow to 0 (dropped paths: loss 900 instead of 900 + log 2) and "
-    "v = wn * b / norm overflows in the backward sweep (inf * 0: NaN "
-    "gradients), dense and low-rank alike; randomized_marginals is right"))
 @_settings(60)
 @given(lengths=st.lists(st.integers(3, 8), min_size=1, max_size=3),
        prob=full_randomized_problems(min_N=2, scales=(300.0,), forbid=False), seeds=SEEDS)

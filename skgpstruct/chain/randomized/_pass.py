@@ -107,10 +107,27 @@ def cpu_pass(U, y, p):
 
 def finish(lowrank, losses, gU, gB, gL, gR):
     """Refuse non-finite losses; the transition gradient in the layout of the
-    transitions (a matrix, or :class:`LowRankTransitions` of gradients)."""
+    transitions (a matrix, or :class:`LowRankTransitions` of gradients).
+
+    A loss of ``+inf`` means a gold path of score ``-inf`` (short of an
+    overflow): the gold labels are forced onto the sub-lattice, so a
+    sub-lattice without any path (``log Z-hat = -inf``) also has a forbidden
+    gold path, while a forbidden gold path can leave ``log Z-hat`` finite.
+    """
     if not np.all(np.isfinite(losses)):
+        forbidden = losses == np.inf
+        seqs = np.flatnonzero(forbidden if forbidden.any() else ~np.isfinite(losses))
+        which = f"sequence(s) {seqs[:10].tolist()}{' ...' if seqs.size > 10 else ''}"
+        if forbidden.any():
+            raise ValueError(
+                f"the gold path of {which} has score -inf (it uses a -inf unary or "
+                "transition potential), so its log-likelihood is -inf and the "
+                "randomized loss is undefined (+inf); when no path at all is "
+                "allowed, log Z-hat is -inf on a training sub-lattice as well (or, "
+                "with finite potentials near the float range, it overflowed)."
+            )
         raise ValueError(
-            "log Z-hat is -inf on a training sub-lattice (potentials at -inf "
-            "or overflow): the randomized loss is undefined."
+            f"the randomized loss of {which} is not finite (the potentials "
+            "overflow): the randomized loss is undefined."
         )
     return losses, gU, (LowRankTransitions(gL, gR) if lowrank else gB)

@@ -25,7 +25,9 @@ def randomized_loss_grad_ragged(U, lengths, y, transitions, n_top, n_sampled, *,
     a sub-lattice drawn with ``force=y_n`` and ``random_state=seeds[n]``:
     the result equals, sequence by sequence, that function's ``log_partition``
     minus the gold score, and its gradients minus the gold one-hot and pair
-    counts (to rounding: the sums are taken in scaled linear space).
+    counts (to rounding: the sums are taken in scaled linear space, or in
+    log space where potentials spanning hundreds of nats could underflow
+    them).
 
     Parameters
     ----------
@@ -64,8 +66,10 @@ def randomized_loss_grad_ragged(U, lengths, y, transitions, n_top, n_sampled, *,
     Raises
     ------
     ValueError
-        If a sequence's sub-lattice carries no path (``log Z-hat = -inf``),
-        or on invalid input.
+        If a sequence's gold path has score ``-inf`` (a ``-inf`` potential
+        on it: its log-likelihood is ``-inf`` and the loss ``+inf``), which
+        includes a sub-lattice carrying no path (``log Z-hat = -inf``), or
+        on invalid input.
 
     See Also
     --------
