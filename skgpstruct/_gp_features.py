@@ -5,13 +5,15 @@ estimator module stays about the inducing-point form and the shared API; the
 maths is in :mod:`skgpstruct.gp.weight_space`.
 """
 
+import warnings
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
-from ._variance_cv import cv_prior_variance
-from .gp.ell import ell_from_blocks
+from ._base import box_projection
+from ._variance_cv import CannotValidate, cv_prior_variance
 from .gp.kernels import LinearKernel
 from .gp.kl import transition_kl
 from .gp.sampling import draw_normals
@@ -19,6 +21,7 @@ from .gp.weight_space import (
     FeatureParams,
     WeightSpaceObjective,
     _Blocks,
+    _blocks_ell,
     feature_kl,
     feature_moments,
 )
@@ -28,6 +31,10 @@ _SEED_MAX = np.iinfo(np.int32).max
 #: Starting prior variance of the weights when it is learned and no kernel
 #: is given: the standard normal prior, before the data say otherwise.
 _START_VARIANCE = 1.0
+#: Prior variance of ``kernel_variance="cv"`` when there is too little data
+#: to validate (one sequence, or no fold with two labels): the unit
+#: (standard normal) prior, with a UserWarning.
+CV_FALLBACK_VARIANCE = 1.0
 
 
 class FeatureFormMixin:
@@ -76,8 +83,15 @@ class FeatureFormMixin:
             return _START_VARIANCE
         if self.kernel_variance == "cv":
             seed = check_random_state(self.random_state).randint(_SEED_MAX)
-            variance, self.variance_cv_results_ = cv_prior_variance(
-                data, len(self.classes_), random_state=seed, n_jobs=self.n_jobs)
+            try:
+                variance, self.variance_cv_results_ = cv_prior_variance(
+                    data, len(self.classes_), random_state=seed, n_jobs=self.n_jobs)
+            except CannotValidate as exc:
+                # the defaults fit any data the validators accept
+                warnings.warn(f"{exc} Using kernel_variance={CV_FALLBACK_VARIANCE}.",
+                              UserWarning, stacklevel=4)
+                self.variance_cv_results_ = None
+                return CV_FALLBACK_VARIANCE
             return variance
         return float(self.kernel_variance)
 
@@ -138,10 +152,8 @@ class FeatureFormMixin:
             jitter=self.jitter, n_samples=self.n_samples, gradient=self.gradient)
         x = objective.layout.pack(params)
         box = objective.bounds(x)
-        sl = objective.layout.slices["hyperparameters"]
-        hyper = np.array(box[sl], dtype=np.float64)
         x = self._optimize(objective, x, data.n_sequences, rng, box,
-                           project=(sl.start, hyper[:, 0], hyper[:, 1]))
+                           project=box_projection(box))
         fitted = objective.layout.unpack(x)
         # a fixed variance is kept as given, not as exp(log(.)) of it
         if not learn[0]:
@@ -160,6 +172,7 @@ class FeatureFormMixin:
         coef[:, self._active_features_] = np.sqrt(sigma2) * params.m.T
         coef_var[:, self._active_features_] = sigma2 * params.s.T
         self.coef_, self.coef_var_ = coef, coef_var
+        self.jitter_ = float(self.jitter)
         kernel = clone(self.kernel) if self.kernel is not None else LinearKernel()
         self.kernel_ = kernel.set_params(variance=sigma2,
                                          bias=sigma2 * self._bias_column_ ** 2)
@@ -170,25 +183,29 @@ class FeatureFormMixin:
         self.approximation_ = "features"
 
     def _feature_sequence_moments(self, data):
-        """Posterior moments of the unary potentials (weight-space form)."""
+        """Posterior moments of the unary potentials (weight-space form); a
+        long sequence's covariance stays factored (a
+        :class:`~skgpstruct.gp._weight_space_long.WeightSpaceCovariance`,
+        sampled in weight space with ``n_predict_samples``)."""
         X = self._feature_design(data.X_flat)
         sigma2 = float(self.kernel_.variance)
         return feature_moments(X, data.lengths, self.coef_.T, self.coef_var_.T,
-                               1.0, self.jitter * sigma2)
+                               1.0, self.jitter * sigma2,
+                               n_samples=self.n_predict_samples)
 
     def _feature_elbo(self, data, seeds):
         """ELBO of the fitted weight-space posterior on ``data``."""
         X = self._feature_design(data.X_flat)
         V = len(self.classes_)
         sigma2 = float(self.kernel_.variance)
-        blocks = _Blocks(X, data.offsets)
+        # long sequences sampled in weight space, as in predict_marginals
+        blocks = _Blocks(X, data.offsets, self.n_predict_samples)
         params = FeatureParams(self.coef_.T, self.coef_var_.T, self.transition_mean_,
                                self.transition_var_, 1.0, 1.0)
-        b, Sig = blocks.moments(params.m, params.s, self.jitter * sigma2)
-        eps, eps_bin = draw_normals(data.lengths, 1, V, self.n_predict_samples, seeds)
-        values = ell_from_blocks(get_likelihood(self.likelihood), b, Sig,
-                                 blocks.buckets, data.y_flat, params, eps, eps_bin,
-                                 return_grad=False)
+        noise = draw_normals(data.lengths, 1, V, self.n_predict_samples, seeds,
+                             n_weights=blocks.n_weights)
+        values = _blocks_ell(get_likelihood(self.likelihood), blocks, data.y_flat,
+                            params, noise, self.jitter * sigma2, return_grad=False)
         # the features never active in training are not part of the model
         # (coef_var_ 0 there), as in the fitted objective
         active = self._active_features_

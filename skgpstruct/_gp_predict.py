@@ -16,10 +16,11 @@ from threadpoolctl import threadpool_limits
 from . import chain
 from ._base import entropy
 from ._sequences import SequenceData, encode_labels, sequence_seeds
+from .gp._weight_space_long import WeightSpaceCovariance
 from .gp.ell import expected_log_likelihood
 from .gp.kl import mixture_kl, transition_kl
 from .gp.sampling import draw_normals, sample_potentials
-from .gp.terms import compute_gp_terms, sequence_marginals
+from .gp.terms import compute_gp_terms, jittered_cholesky, sequence_marginals
 from .likelihoods import get_likelihood
 
 __all__ = ["GPPredictMixin"]
@@ -34,7 +35,7 @@ class GPPredictMixin:
         base, factor = self._fixed_kernel()
         terms = compute_gp_terms(
             base, data.X_flat, data.lengths, self.inducing_points_,
-            jitter=self.jitter, Lzz=self._Lzz,
+            jitter=self.jitter_, Lzz=self._Lzz,
         )
         return terms.scaled(factor)
 
@@ -56,14 +57,30 @@ class GPPredictMixin:
         With ``stats`` also the mean over draws of the token entropies (T,)
         and the standard deviation over draws of each marginal (T, V)."""
         K, T, V = b_n.shape
-        eps, eps_bin = draw_normals([T], K, V, self.n_predict_samples, [seed])
-        C = np.linalg.cholesky(Sigma_n)  # (K, V, T, T): mean-field blocks
-        F, B = sample_potentials(b_n[None], C[None], eps[0][None],
-                                 self.transition_mean_, self.transition_var_,
-                                 eps_bin[0][None])
+        factored = isinstance(Sigma_n, WeightSpaceCovariance)
+        if factored:  # a long sequence, sampled in weight space
+            F, B = Sigma_n.sample_potentials(b_n, self.transition_mean_,
+                                             self.transition_var_,
+                                             self.n_predict_samples, seed)
+        else:
+            eps, eps_bin = draw_normals([T], K, V, self.n_predict_samples, [seed])
+            # (K, V, T, T): mean-field blocks
+            C = jittered_cholesky(
+                Sigma_n, 0.0,
+                f"A marginal covariance Sigma_n of a sequence of length {T}")[0]
+            F, B = sample_potentials(b_n[None], C[None], eps[0][None],
+                                     self.transition_mean_, self.transition_var_,
+                                     eps_bin[0][None])
         out, second, mean_entropy = np.zeros((T, V)), np.zeros((T, V)), np.zeros(T)
         for k in range(K):
             unary, _ = chain.marginals(F[0, k], B[0, k])
+            if factored:
+                # exp(fwd + bwd - log Z) drifts from 1 along long chains (1e-9
+                # at 10,000 tokens) by a factor common to a position's labels;
+                # renormalised as RandomizedCRFTagger does (short sequences,
+                # never factored, keep their numbers)
+                total = unary.sum(axis=-1, keepdims=True)
+                np.divide(unary, total, out=unary, where=total > 0)
             w = self.weights_[k]
             out += w * unary.mean(axis=0)
             if stats:

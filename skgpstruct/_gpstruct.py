@@ -67,7 +67,9 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         ``c2 = 1 / (2 sigma^2)``) on the training sequences, lowest held-out
         token error (:func:`skgpstruct._variance_cv.cv_prior_variance`; 21
         fits of a plain CRF, a few seconds on the benchmark folds; the
-        table is kept in ``variance_cv_results_``). ``"elbo"``: learned
+        table is kept in ``variance_cv_results_``; with fewer than two
+        training sequences, or no fold with two labels, 1.0 with a
+        UserWarning). ``"elbo"``: learned
         with the posterior by maximising the ELBO (type-II maximum
         likelihood); with the mean-field posterior the bound prefers too
         strong a prior (0.4 on the first chunking fold, 7.7 % token error,
@@ -78,7 +80,10 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         (:mod:`skgpstruct.gp.weight_space`): the features are the inducing
         variables, ``q(w_v) = N(m_v, diag(s_v))``; no Nystrom residual, no
         ``M x M`` algebra, a fit costs about as much as the per-sequence
-        sampling and forward-backward. ``"inducing"``: the papers'
+        sampling and forward-backward. A sequence longer than 256 tokens
+        (when that is cheaper) is sampled through its weights instead of its
+        ``T x T`` covariance: memory and time linear in its length
+        (:mod:`skgpstruct.gp._weight_space_long`). ``"inducing"``: the papers'
         inducing-point form, for every kernel. ``"auto"`` is
         ``"features"`` for the linear kernel (``kernel=None`` or a
         :class:`~skgpstruct.gp.kernels.LinearKernel`) with one mean-field

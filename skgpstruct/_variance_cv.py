@@ -48,6 +48,10 @@ def _held_out(crf, X, y, n_classes):
     return errors, float(-np.sum(np.log(np.clip(p_true, 1e-12, 1.0))))
 
 
+class CannotValidate(ValueError):
+    """Too few sequences (or labels per fold) to validate the prior variance."""
+
+
 def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
                       random_state=0, n_jobs=None, scoring="error"):
     """Prior variance of the weights chosen by K-fold validation of the MAP CRF.
@@ -77,6 +81,12 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
     results : dict
         ``"variance"``, ``"error"`` (held-out token error rate) and
         ``"log_loss"`` (mean held-out negative log marginal) per candidate.
+
+    Raises
+    ------
+    CannotValidate
+        A ValueError: fewer than 2 sequences, or no fold with two labels in
+        its training part.
     """
     from ._randomized_crf import RandomizedCRFTagger
 
@@ -85,8 +95,9 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
     k = min(int(n_folds), n)
     errors, losses, n_tokens = np.zeros(grid.size), np.zeros(grid.size), 0
     if k < 2:
-        raise ValueError("Choosing the prior variance by validation needs at least "
-                         "2 training sequences; give kernel_variance a number.")
+        raise CannotValidate("Choosing the prior variance by validation needs at "
+                             "least 2 training sequences; give kernel_variance a "
+                             "number.")
     split = KFold(k, shuffle=True, random_state=random_state)
     for train, test in split.split(np.arange(n)):
         X_tr, y_tr = _sequences(data, train)
@@ -102,8 +113,8 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
             losses[j] += ll
         n_tokens += sum(len(t) for t in y_te)
     if n_tokens == 0:
-        raise ValueError("Every validation fold had a single label in training: "
-                         "give kernel_variance a number.")
+        raise CannotValidate("Every validation fold had a single label in "
+                             "training: give kernel_variance a number.")
     if scoring == "log_loss":
         best = min(range(grid.size), key=lambda j: (losses[j], errors[j]))
     elif scoring == "error":

@@ -188,3 +188,13 @@ def test_elbo_rejects_labels_not_seen_in_fit(data):
     gp = _fit(GPStructTagger(random_state=0, **SMALL), X_tr, y_tr)
     with pytest.raises(ValueError, match="not seen in fit"):
         gp.elbo(X_te[:1], [np.full(len(X_te[0]), 7)])
+
+
+def test_defaults_fit_a_single_sequence():
+    """Defaults fit any data the validators accept: with one training
+    sequence the validated prior variance falls back to 1 with a warning."""
+    X, y = make_chain_data(n_sequences=1, n_features=3, length=30, random_state=0)[:2]
+    with pytest.warns(UserWarning, match="at least 2 training sequences"):
+        est = GPStructTagger(random_state=0, max_iter=20).fit(X, y)
+    assert est.kernel_.variance == 1.0 and est.variance_cv_results_ is None
+    assert est.score(X, y) > 0.5

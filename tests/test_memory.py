@@ -84,3 +84,4 @@ def test_public_exceptions_module():
     assert issubclass(exceptions.MemoryBudgetError, MemoryError)
     assert issubclass(exceptions.JitterWarning, RuntimeWarning)
     assert issubclass(exceptions.FitInterruptedWarning, UserWarning)
+

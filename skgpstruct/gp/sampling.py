@@ -8,7 +8,11 @@ component. The standard normals ``eps``, ``eps_bin`` are drawn by
 :func:`draw_normals` from one seed per sequence, so the draws do not depend
 on how sequences are chunked or on ``n_jobs``; :func:`sample_potentials`
 turns them into potentials. Training (:mod:`skgpstruct.gp.ell`) and
-prediction (GPStructTagger.predict_marginals) both sample this way.
+prediction (GPStructTagger.predict_marginals) both sample this way. The
+long sequences of the weight-space form are sampled without ``chol(Sigma)``
+(:mod:`skgpstruct.gp._weight_space_long`), from the same ``eps`` and
+``eps_bin`` plus standard normals for the feature weights, drawn after
+them from the same seed (``n_weights`` of :func:`draw_normals`).
 """
 
 import numpy as np
@@ -18,7 +22,7 @@ from .terms import _check_offsets
 __all__ = ["draw_normals", "sample_potentials"]
 
 
-def draw_normals(lengths, n_components, n_classes, n_samples, seeds):
+def draw_normals(lengths, n_components, n_classes, n_samples, seeds, n_weights=None):
     """Standard normal draws of every sequence, from one seed per sequence.
 
     Parameters
@@ -36,19 +40,31 @@ def draw_normals(lengths, n_components, n_classes, n_samples, seeds):
         sequence ``n``'s draws come from
         ``numpy.random.default_rng(seeds[n])`` only, so they do not depend
         on how the sequences are chunked or on ``n_jobs``.
+    n_weights : array-like of int of shape (n_sequences,), default=None
+        Number ``D_n`` of feature weights drawn per sequence, label and
+        sample for the sequences sampled in weight space
+        (:mod:`skgpstruct.gp._weight_space_long`; 0 for the others). They
+        are drawn from the sequence's generator *after* ``eps`` and
+        ``eps_bin``, so those two are the same with or without them.
 
     Returns
     -------
     eps : list of ndarray of shape (K, S, V, T_n)
-        For the unary potentials.
+        For the unary potentials (in weight space: the jitter's part).
     eps_bin : list of ndarray of shape (K, S, V, V)
         For the transitions.
+    eps_w : list of ndarray of shape (K, S, V, D_n)
+        Only with ``n_weights``: for the feature weights (``D_n = 0`` for
+        a sequence with ``n_weights[n] == 0``, which draws nothing more).
 
     Examples
     --------
     >>> eps, eps_bin = draw_normals([2, 3], 1, 2, 5, seeds=[7, 8])
     >>> eps[1].shape, eps_bin[1].shape
     ((1, 5, 2, 3), (1, 5, 2, 2))
+    >>> _, _, eps_w = draw_normals([2, 3], 1, 2, 5, seeds=[7, 8], n_weights=[0, 4])
+    >>> eps_w[0].shape, eps_w[1].shape
+    ((1, 5, 2, 0), (1, 5, 2, 4))
     """
     offsets = _check_offsets(lengths, None)
     lengths = np.diff(offsets)
@@ -63,13 +79,26 @@ def draw_normals(lengths, n_components, n_classes, n_samples, seeds):
             f"{seeds.dtype} array of shape {seeds.shape}."
         )
     K, V, S = int(n_components), int(n_classes), int(n_samples)
-    eps, eps_bin = [], []
-    for T, seed in zip(lengths, seeds.tolist()):
+    if n_weights is not None:
+        n_weights = np.asarray(n_weights)
+        if (n_weights.dtype.kind not in "iu" or n_weights.shape != lengths.shape
+                or np.any(n_weights < 0)):
+            raise ValueError(
+                f"n_weights must be {lengths.size} non-negative integers (one per "
+                f"sequence), got {n_weights.dtype} array of shape {n_weights.shape}."
+            )
+    eps, eps_bin, eps_w = [], [], []
+    for n, (T, seed) in enumerate(zip(lengths, seeds.tolist())):
         rng = np.random.default_rng(seed % 2**64)
         eps.append(rng.standard_normal((K, S, V, int(T))))
         eps_bin.append(rng.standard_normal((K, S, V, V)))
-    return eps, eps_bin
-
+        if n_weights is not None:
+            D = int(n_weights[n])
+            eps_w.append(rng.standard_normal((K, S, V, D)) if D
+                         else np.empty((K, S, V, 0)))
+    if n_weights is None:
+        return eps, eps_bin
+    return eps, eps_bin, eps_w
 
 
 def _check_draws(eps, eps_bin, lengths, K, V):

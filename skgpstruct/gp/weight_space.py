@@ -17,7 +17,13 @@ independent over labels and features), so
   products ``x_td x_t'd`` of the features shared by two tokens of one
   sequence (:func:`pair_matrix`), and the gradients w.r.t. ``s`` one product
   with ``P^T``: no ``M x M`` algebra at all;
-- the KL term is closed-form, ``0.5 sum (s + m^2 - 1 - log s)``.
+- the KL term is closed-form, ``0.5 sum (s + m^2 - 1 - log s)``;
+- a long sequence (:func:`~skgpstruct.gp._weight_space_long.use_weight_space_sampling`:
+  more than ``LONG_MIN_LENGTH`` tokens and cheaper so) is sampled in weight
+  space instead, ``f_v = sigma (X_n (m_v + sqrt(s_v) eps_w) + sqrt(jitter)
+  eps_T)``: the same Gaussian without its ``T x T`` covariance
+  (:mod:`skgpstruct.gp._weight_space_long`); shorter sequences take the
+  path above, unchanged.
 
 The prior variances are learned with the posterior (type-II maximum
 likelihood on the ELBO): ``log sigma^2`` through the amplitude of the
@@ -37,6 +43,7 @@ from threadpoolctl import threadpool_limits
 
 from .._parallel import chunked_sum
 from . import _elbo_grads as _g
+from . import _weight_space_long as _long
 from .ell import _check_likelihood, ell_from_blocks
 from .kl import transition_kl
 from .sampling import draw_normals
@@ -176,12 +183,29 @@ def pair_matrix(X, T):
 
 
 class _Blocks:
-    """Buckets of sequences of one length and their pair matrices."""
+    """Buckets of sequences of one length and their pair matrices.
 
-    def __init__(self, X, offsets):
+    With ``n_samples`` the sequences that
+    :func:`~skgpstruct.gp._weight_space_long.use_weight_space_sampling`
+    sends to weight space with that many samples are left out of the
+    buckets and kept in ``long`` (``n_weights``: their ``D_n``, 0 for the
+    others; None when there are none); without, every sequence is bucketed.
+    """
+
+    def __init__(self, X, offsets, n_samples=None):
         self.X = sp.csr_matrix(X)
         self.offsets = offsets
-        self.buckets, _ = _g.make_buckets(offsets)
+        self.long = _long.find_long_sequences(self.X, offsets, n_samples)
+        self.n_weights = None
+        if self.long:
+            is_long = np.zeros(offsets.size - 1, dtype=bool)
+            is_long[[ls.seq for ls in self.long]] = True
+            self.buckets = _long.short_buckets(offsets, np.flatnonzero(~is_long))
+            self.n_weights = np.zeros(offsets.size - 1, dtype=np.int64)
+            for ls in self.long:
+                self.n_weights[ls.seq] = ls.cols.size
+        else:  # exactly as before the weight-space path existed
+            self.buckets, _ = _g.make_buckets(offsets)
         self.pairs = [pair_matrix(self.X[bk.rows.ravel()], bk.T) for bk in self.buckets]
 
     def moments(self, m, s, jitter):
@@ -228,7 +252,7 @@ def feature_kl(m, s):
     return 0.5 * float(np.sum(s + m * m - 1.0 - np.log(s)))
 
 
-def feature_moments(X, lengths, m, s, variance, jitter):
+def feature_moments(X, lengths, m, s, variance, jitter, n_samples=None):
     """Posterior moments of the unary potentials of every sequence.
 
     Parameters
@@ -243,22 +267,64 @@ def feature_moments(X, lengths, m, s, variance, jitter):
         Prior variance ``sigma^2``.
     jitter : float
         Added to the diagonal of each (unscaled) covariance.
+    n_samples : int, default=None
+        Samples that will be drawn per sequence: the long sequences that
+        are cheaper to sample in weight space with that many
+        (:func:`~skgpstruct.gp._weight_space_long.use_weight_space_sampling`)
+        get a factored covariance. None: every covariance dense.
 
     Returns
     -------
     b : ndarray of shape (1, n_tokens, V)
         Means ``sigma X m``.
-    Sigma : list of ndarray of shape (1, V, T_n, T_n)
-        Covariances ``sigma^2 (X_n diag(s_v) X_n^T + jitter I)``.
+    Sigma : list of ndarray of shape (1, V, T_n, T_n) or WeightSpaceCovariance
+        Covariances ``sigma^2 (X_n diag(s_v) X_n^T + jitter I)``; for a
+        sequence sampled in weight space a
+        :class:`~skgpstruct.gp._weight_space_long.WeightSpaceCovariance`
+        (the same matrices, factored; ``toarray()`` gives them dense).
     """
     offsets = _check_offsets(lengths, X.shape[0])
-    blocks = _Blocks(X, offsets)
+    blocks = _Blocks(X, offsets, n_samples)
     b, Sig = blocks.moments(m, s, jitter)
     out = [None] * (offsets.size - 1)
     for bk, Sb in zip(blocks.buckets, Sig):
         for a, n in enumerate(bk.seqs):
             out[n] = variance * Sb[a]
+    for ls in blocks.long:
+        out[ls.seq] = _long.WeightSpaceCovariance(ls.X, variance * s[ls.cols],
+                                                  variance * jitter)
     return np.sqrt(variance) * b, out
+
+
+def _blocks_ell(likelihood, blocks, y_flat, params, noise, jitter, *,
+               gradient="pathwise", return_grad=True, log_scale=None):
+    """Expected log-likelihood of the sequences of ``blocks`` (a
+    :class:`_Blocks`), with gradients w.r.t. ``m`` and ``s``.
+
+    The bucketed sequences go through the covariances and
+    :func:`~skgpstruct.gp.ell.ell_from_blocks`, the long ones through
+    :func:`~skgpstruct.gp._weight_space_long.long_ell`. ``noise`` is the
+    output of :func:`~skgpstruct.gp.sampling.draw_normals` (with
+    ``n_weights=blocks.n_weights`` when there are long sequences);
+    ``jitter`` and ``log_scale`` as in :func:`feature_moments` and
+    ``ell_from_blocks``. Returns the values (n_sequences,), and with
+    ``return_grad`` the dict of ``ell_from_blocks`` with ``"m"`` and
+    ``"s"`` in place of ``"b"`` and ``"Sigma"``.
+    """
+    V = params.m.shape[1]
+    eps, eps_bin = noise[0], noise[1]
+    b, Sig = blocks.moments(params.m, params.s, jitter)
+    out = ell_from_blocks(likelihood, b, Sig, blocks.buckets, y_flat, params, eps,
+                          eps_bin, gradient=gradient, return_grad=return_grad,
+                          log_scale=log_scale)
+    values, grad = out if return_grad else (out, None)
+    if return_grad:
+        dm, ds = blocks.backward(grad.pop("b"), grad.pop("Sigma"), V)
+        grad.update(m=dm, s=ds)
+    if blocks.long:
+        _long.long_ell(likelihood, blocks.long, b, y_flat, params, jitter, noise,
+                       values, grad, gradient=gradient, log_scale=log_scale)
+    return (values, grad) if return_grad else values
 
 
 class WeightSpaceObjective:
@@ -286,7 +352,20 @@ class WeightSpaceObjective:
     n_samples : int, default=100
         Samples per sequence.
     gradient : {"pathwise", "score"}, default="pathwise"
-        Gradient estimator of the expected log-likelihood.
+        Gradient estimator of the expected log-likelihood. For the long
+        sequences sampled in weight space "score" is the score function of
+        the weights' Gaussian (:mod:`skgpstruct.gp._weight_space_long`).
+
+    Notes
+    -----
+    A sequence that
+    :func:`~skgpstruct.gp._weight_space_long.use_weight_space_sampling`
+    sends to weight space (more than ``LONG_MIN_LENGTH`` tokens, with
+    ``n_samples`` samples) is sampled without its ``T x T`` covariance:
+    ``O(S nnz(X_n))`` instead of ``O(T^3)``. Which sequences these are is
+    decided once per chunk of sequences (with its pair matrices), and its
+    draws include those of the feature weights (kept in the noise cache
+    under a key that includes their number).
     """
 
     def __init__(self, likelihood, X_flat, lengths, y_flat, n_classes, *,
@@ -324,21 +403,25 @@ class WeightSpaceObjective:
             rows = np.concatenate([np.arange(self.offsets[i], self.offsets[i + 1])
                                    for i in chunk])
             offsets = np.concatenate([[0], np.cumsum(self.lengths[chunk])])
-            blocks = (_Blocks(self.X_flat[rows], offsets), self.y_flat[rows])
+            blocks = (_Blocks(self.X_flat[rows], offsets, self.n_samples),
+                      self.y_flat[rows])
             if len(self._blocks) < 64:
                 self._blocks[key] = blocks
         return blocks
 
-    def _chunk_noise(self, chunk, lengths, chunk_seeds):
+    def _chunk_noise(self, chunk, lengths, chunk_seeds, n_weights=None):
         """:func:`~skgpstruct.gp.sampling.draw_normals` of a chunk, kept
-        while the seeds stay the same (within :data:`NOISE_CACHE_BYTES`)."""
+        while the seeds (and the weight draws of its long sequences,
+        ``n_weights``) stay the same (within :data:`NOISE_CACHE_BYTES`)."""
         key = np.asarray(chunk, dtype=np.int64).tobytes()
         seeds = np.asarray(chunk_seeds).tobytes()
+        if n_weights is not None:  # short-only chunks keep their old key
+            seeds += b"w" + np.asarray(n_weights, dtype=np.int64).tobytes()
         hit = self._noise.get(key)
         if hit is not None and hit[0] == seeds:
             return hit[1]
         noise = draw_normals(lengths, 1, self.layout.n_classes, self.n_samples,
-                             chunk_seeds)
+                             chunk_seeds, n_weights=n_weights)
         size = sum(a.nbytes for part in noise for a in part)
         old = 0 if hit is None else hit[2]
         with self._noise_lock:  # chunks run on threads
@@ -371,19 +454,16 @@ class WeightSpaceObjective:
         return -value, -layout.pack_gradient(params, grad)
 
     def _ell_sum(self, params, seq_idx, seeds, parallel):
-        V = self.layout.n_classes
         log_scale = float(np.log(params.variance))
 
         def work(chunk, chunk_seeds):
             blocks, y = self._chunk_blocks(chunk)
-            b, Sig = blocks.moments(params.m, params.s, self.jitter)
-            eps, eps_bin = self._chunk_noise(
-                chunk, blocks.offsets[1:] - blocks.offsets[:-1], chunk_seeds)
-            values, grad = ell_from_blocks(
-                self.likelihood, b, Sig, blocks.buckets, y, params, eps, eps_bin,
+            noise = self._chunk_noise(
+                chunk, blocks.offsets[1:] - blocks.offsets[:-1], chunk_seeds,
+                blocks.n_weights)
+            values, grad = _blocks_ell(
+                self.likelihood, blocks, y, params, noise, self.jitter,
                 gradient=self.gradient, log_scale=log_scale)
-            dm, ds = blocks.backward(grad.pop("b"), grad.pop("Sigma"), V)
-            grad.update(m=dm, s=ds)
             return float(np.sum(values)), grad
 
         n_threads = 1 if parallel is None else effective_n_jobs(parallel.n_jobs)
