@@ -300,22 +300,32 @@ def test_exact_kernels_match_brute_force(prob):
             assert_array_equal(path, paths[np.argmax(scores)])
 
 
+_GRADIENTS = {
+    "crf": (chain.log_likelihood, chain.log_likelihood_grad),
+    "pseudo": (chain.pseudo_log_likelihood, chain.pseudo_log_likelihood_grad),
+}
+
+
+@pytest.mark.parametrize("objective", list(_GRADIENTS))
 @_settings(60, HealthCheck.function_scoped_fixture)
 @given(prob=chain_problems(max_T=6, max_V=4, kills=[None], scales=(0.5, 1.0, 2.0)))
-def test_log_likelihood_grad_matches_finite_differences(prob, assert_potentials_grad_fd):
+def test_likelihood_grads_match_finite_differences(objective, prob,
+                                                   assert_potentials_grad_fd):
     """d log p(y) / d (U, B, start, end) by central differences (step and
-    tolerance: see FD), at chains with -inf entries whose labelled path is
+    tolerance: see FD), for the CRF log-likelihood and the piecewise
+    pseudo-likelihood, at chains with -inf entries whose labelled path is
     allowed. The fixture returns a stateless function, so sharing it across
     hypothesis examples is safe."""
+    value_fn, grad_fn = _GRADIENTS[objective]
     kw, y = prob.kw, prob.y
     if _path_score(kw, y) == NEG_INF:
         y = ref.viterbi_ref(**kw)[0]
     assume(np.isfinite(_path_score(kw, y)))  # else log Z = -inf: nothing to differentiate
-    value, gU, gB = chain.log_likelihood_grad(y=y, **kw)
+    value, gU, gB = grad_fn(y=y, **kw)
     grads = {"U": gU, "B": gB}
     if "start" in kw:
         grads.update(start=gU[0], end=gU[-1])
-    assert_potentials_grad_fd(lambda **k: chain.log_likelihood(y=y, **k), kw, grads, **FD)
+    assert_potentials_grad_fd(lambda **k: value_fn(y=y, **k), kw, grads, **FD)
 
 
 @_settings(100)
@@ -379,23 +389,6 @@ def test_pseudo_likelihood_matches_reference(prob):
         assert_allclose(value, ref.pseudo_log_likelihood_by_definition(y=y, **kw), **TOL)
     forbidden = [_path_score(kws, y) == NEG_INF for kws in _samples(kw, prob.S)]
     assert_array_equal(np.atleast_1d(value) == NEG_INF, forbidden)
-
-
-@_settings(60, HealthCheck.function_scoped_fixture)
-@given(prob=chain_problems(max_T=6, max_V=4, kills=[None], scales=(0.5, 1.0, 2.0)))
-def test_pseudo_likelihood_grad_matches_finite_differences(prob, assert_potentials_grad_fd):
-    """As test_log_likelihood_grad_matches_finite_differences, for the
-    piecewise pseudo-likelihood."""
-    kw, y = prob.kw, prob.y
-    if _path_score(kw, y) == NEG_INF:
-        y = ref.viterbi_ref(**kw)[0]
-    assume(np.isfinite(_path_score(kw, y)))  # else log Z = -inf: nothing to differentiate
-    value, gU, gB = chain.pseudo_log_likelihood_grad(y=y, **kw)
-    grads = {"U": gU, "B": gB}
-    if "start" in kw:
-        grads.update(start=gU[0], end=gU[-1])
-    assert_potentials_grad_fd(lambda **k: chain.pseudo_log_likelihood(y=y, **k), kw, grads,
-                              **FD)
 
 
 # ---------------------------------------------------------------- -inf potentials

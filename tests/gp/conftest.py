@@ -1,5 +1,6 @@
 """Shared fixtures of the gp/ tests."""
 
+import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
@@ -10,3 +11,33 @@ def _single_threaded_blas():
     wake-up latency (milliseconds per call on a loaded machine)."""
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+@pytest.fixture
+def check_weight_space_grad(assert_grad_fd):
+    """``check(obj, x, idx, seeds, scale, learn)``: the gradient of a
+    :class:`~skgpstruct.gp.weight_space.WeightSpaceObjective` at ``x``
+    against central differences over every free entry (a variance that is
+    not learned must have a zero gradient and is left out), and no block
+    identically zero (so that every block really is checked)."""
+
+    def check(obj, x, idx, seeds, scale, learn):
+        value, grad = obj(x, idx, seeds, scale)
+        assert np.isfinite(value) and grad.shape == (obj.layout.size,)
+        free = np.ones(obj.layout.size, bool)
+        start = obj.layout.slices["hyperparameters"].start
+        for i, learned in enumerate(learn):
+            if not learned:
+                assert grad[start + i] == 0.0
+                free[start + i] = False
+
+        def f(z_free):
+            z = x.copy()
+            z[free] = z_free
+            return obj(z, idx, seeds, scale)[0]
+
+        assert_grad_fd(f, x[free], grad[free])
+        for name in ("m", "s", "m_bin", "s_bin"):
+            assert np.any(grad[obj.layout.slices[name]] != 0.0), name
+
+    return check

@@ -259,7 +259,7 @@ def test_long_and_cholesky_paths_give_the_same_marginals(monkeypatch):
 @pytest.mark.parametrize("lik", [CRFLikelihood(), PseudoLikelihood()],
                          ids=["crf", "pseudo"])
 @pytest.mark.parametrize("learn", [(True, True), (False, False), (True, False)])
-def test_long_path_gradient_matches_finite_differences(lik, learn, assert_grad_fd,
+def test_long_path_gradient_matches_finite_differences(lik, learn, check_weight_space_grad,
                                                        monkeypatch):
     monkeypatch.setattr(long_mod, "LONG_MIN_LENGTH", 8)
     X, lengths, y = _problem(8, (3, 12, 5, 10, 9), D=6, V=3)
@@ -270,23 +270,7 @@ def test_long_path_gradient_matches_finite_differences(lik, learn, assert_grad_f
     assert _long_seqs(obj, n) == [1, 3, 4]  # mixed with two short sequences
     x = obj.layout.pack(_random_params(6, 3, 9))
     idx, seeds = np.arange(n), np.arange(200, 200 + n)
-    scale = 1.3
-    value, grad = obj(x, idx, seeds, scale)
-    free = np.ones(obj.layout.size, bool)
-    start = obj.layout.slices["hyperparameters"].start
-    for i, learned in enumerate(learn):
-        if not learned:
-            assert grad[start + i] == 0.0
-            free[start + i] = False
-
-    def f(z_free):
-        z = x.copy()
-        z[free] = z_free
-        return obj(z, idx, seeds, scale)[0]
-
-    assert_grad_fd(f, x[free], grad[free])
-    for name in ("m", "s", "m_bin", "s_bin"):
-        assert np.any(grad[obj.layout.slices[name]] != 0.0), name
+    check_weight_space_grad(obj, x, idx, seeds, 1.3, learn)
 
 
 def test_long_path_gradient_only_long(assert_grad_fd, monkeypatch):
