@@ -54,6 +54,11 @@ class GPPredictMixin:
         """Marginals of one sequence averaged over posterior samples
         (drawn as in training: :func:`~skgpstruct.gp.sampling.draw_normals`
         from the sequence's seed, :func:`~skgpstruct.gp.sampling.sample_potentials`).
+        ``Sigma_n`` is the sequence's entry of
+        :func:`~skgpstruct.gp.terms.sequence_marginals`: (K, V, T, T)
+        mean-field blocks, or the (K, V T, V T) joint covariance of the
+        coupled posterior (sampled as one block, label-major, as in
+        training), or a weight-space factorisation of a long sequence.
         With ``stats`` also the mean over draws of the token entropies (T,)
         and the standard deviation over draws of each marginal (T, V)."""
         K, T, V = b_n.shape
@@ -64,10 +69,13 @@ class GPPredictMixin:
                                              self.n_predict_samples, seed)
         else:
             eps, eps_bin = draw_normals([T], K, V, self.n_predict_samples, [seed])
-            # (K, V, T, T): mean-field blocks
+            # (K, V, T, T): mean-field blocks; (K, V T, V T): the coupled
+            # joint covariance, one label-major block (nb = 1)
             C = jittered_cholesky(
                 Sigma_n, 0.0,
                 f"A marginal covariance Sigma_n of a sequence of length {T}")[0]
+            if C.ndim == 3:
+                C = C[:, None]
             F, B = sample_potentials(b_n[None], C[None], eps[0][None],
                                      self.transition_mean_, self.transition_var_,
                                      eps_bin[0][None])
@@ -94,10 +102,6 @@ class GPPredictMixin:
         """Sample-averaged marginals of every sequence of ``data`` (the
         ``"marginal"`` decoder and :meth:`predict_marginals`); with
         ``stats`` the tuples of :meth:`_sample_marginals`."""
-        if self.posterior == "coupled":
-            raise NotImplementedError(
-                "predict_marginals with posterior='coupled' is not available yet."
-            )
         b, Sigma = self._sequence_moments(data)
         seeds = self._seeds(data)
         offsets = data.offsets

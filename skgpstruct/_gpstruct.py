@@ -29,7 +29,12 @@ from .gp.elbo import ELBOObjective
 from .gp.inducing import init_inducing_points
 from .gp.kernels import LinearKernel
 from .gp.terms import inducing_cholesky, split_kernel_scale, stable_jitter
-from .gp.variational import VariationalLayout, VariationalParams, init_variational_params
+from .gp.variational import (
+    VariationalLayout,
+    VariationalParams,
+    init_variational_params,
+    mean_field_to_coupled,
+)
 from .likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
 from .optim import make_optimizer
 
@@ -97,7 +102,11 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         Number of Gaussian components of the posterior mixture.
     posterior : {"mean_field", "coupled"}, default="mean_field"
         Independent posteriors per label, or one Gaussian coupling all
-        labels' inducing values (small ``n_inducing * n_classes`` only).
+        labels' inducing values (small ``n_inducing * n_classes`` only;
+        ``approximation="inducing"``). Coupled, each sequence's ``T_n V``
+        unary potentials are sampled jointly, in fit and in prediction
+        alike; with a block-diagonal ``q_sqrt_`` it is the mean-field
+        posterior, draw for draw (up to rounding).
     likelihood : {"crf", "pseudo", "randomized"} or Likelihood, default="crf"
         Exact CRF likelihood (forward-backward), the piecewise
         pseudo-likelihood, the CRF likelihood with a randomized partition
@@ -186,7 +195,10 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         Reuse the previous posterior, inducing points and kernel when
         refitting on data with the same labels and features (and the same
         form); the fitted ``kernel_`` is kept, so a changed
-        ``kernel_variance`` takes effect only on a cold fit.
+        ``kernel_variance`` takes effect only on a cold fit. A mean-field
+        posterior continues into ``posterior="coupled"`` (as the same,
+        block-diagonal, distribution); a coupled one into
+        ``posterior="mean_field"`` only by a cold fit.
 
     Attributes
     ----------
@@ -412,10 +424,18 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         return lik
 
     def _warm_start_compatible(self):
+        """Whether a warm start can continue from the fitted state: the same
+        form and number of components; a mean-field fit continues into a
+        coupled one (converted exactly, :meth:`_init_params`), a coupled fit
+        into a mean-field one only by a cold start (its cross-label
+        covariances have no mean-field counterpart)."""
         if self.approximation_ != self._approximation():
             return False
-        return self.approximation_ == "features" or (
-            self.q_mu_.shape[0] == self.n_components)
+        if self.approximation_ == "features":
+            return True
+        if self.posterior == "mean_field" and np.ndim(self.q_sqrt_) == 3:
+            return False
+        return self.q_mu_.shape[0] == self.n_components
 
     def _init_params(self, data, warm, rng):
         """Starting :class:`VariationalParams`: the fitted ones on a warm
@@ -428,6 +448,8 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         seed_inducing, seed_init = rng.randint(_SEED_MAX, size=2)
         if warm:
             params = self._params()
+            if coupled and params.q_sqrt.ndim == 4:  # from a mean-field fit
+                params.q_sqrt = mean_field_to_coupled(params.q_sqrt)
         else:
             self.kernel_ = (clone(self.kernel) if self.kernel is not None
                             else LinearKernel(variance=self._prior_variance(data)))
