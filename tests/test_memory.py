@@ -51,7 +51,7 @@ def test_estimate_by_hand(monkeypatch):
 
 def test_coupled_posterior_on_chunking_sizes_is_refused(monkeypatch):
     """The coupled posterior with M = 500 on chunking's 23 labels has
-    (23 * 500)^2 / 2 = 66e6 parameters, about 25 GiB with the optimiser's
+    (23 * 500)^2 / 2 = 66e6 parameters, about 24 GiB with the optimiser's
     copies: refused on a 16 GiB budget, with what to lower."""
     monkeypatch.setenv("SKGPSTRUCT_MEMORY_BUDGET", "16")
     kw = dict(approximation="inducing", n_components=1, n_classes=23, n_inducing=500,
