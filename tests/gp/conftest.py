@@ -41,3 +41,28 @@ def check_weight_space_grad(assert_grad_fd):
             assert np.any(grad[obj.layout.slices[name]] != 0.0), name
 
     return check
+
+
+@pytest.fixture
+def check_chunk_invariance(monkeypatch):
+    """``check(obj, x, idx, seeds, v_ref, g_ref)``: a weight-space objective
+    cut into chunks of 3 sequences gives, on two threads, exactly what it
+    gives serially (same chunks, summed in chunk order), and within a few
+    ulps of ``(v_ref, g_ref)`` (other chunks: the same sum in another
+    order)."""
+    from joblib import Parallel
+    from numpy.testing import assert_allclose, assert_array_equal
+
+    import skgpstruct.gp.weight_space as ws
+
+    def check(obj, x, idx, seeds, v_ref, g_ref):
+        monkeypatch.setattr(ws, "CHUNK_SEQUENCES", 3)
+        v_ser, g_ser = obj(x, idx, seeds)
+        with Parallel(n_jobs=2, backend="threading") as parallel:
+            v_par, g_par = obj(x, idx, seeds, parallel=parallel)
+        assert v_par == v_ser
+        assert_array_equal(g_par, g_ser)
+        assert_allclose(v_ser, v_ref, rtol=1e-12)
+        assert_allclose(g_ser, g_ref, rtol=1e-10, atol=1e-12)
+
+    return check

@@ -14,7 +14,6 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from joblib import Parallel
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.stats import norm
 
@@ -343,7 +342,7 @@ def test_short_sequences_keep_their_numbers_beside_long_ones(monkeypatch):
     assert_array_equal(values[short], ref)
 
 
-def test_long_path_independent_of_threads_chunks_and_cache(monkeypatch):
+def test_long_path_independent_of_threads_chunks_and_cache(monkeypatch, check_chunk_invariance):
     monkeypatch.setattr(long_mod, "LONG_MIN_LENGTH", 8)
     X, lengths, y = _problem(16, (3, 12, 5, 10, 2, 14, 4, 9), D=6, V=3)
     obj = WeightSpaceObjective(CRFLikelihood(), X, lengths, y, 3, jitter=1e-2,
@@ -369,14 +368,7 @@ def test_long_path_independent_of_threads_chunks_and_cache(monkeypatch):
         a.nbytes for part in entry[1] for a in part)
     assert obj._noise_bytes == entry[2]
     # chunks on threads: bit-identical; other chunks: a few ulps
-    monkeypatch.setattr(ws, "CHUNK_SEQUENCES", 3)
-    v_ser, g_ser = obj(x, idx, seeds)
-    with Parallel(n_jobs=2, backend="threading") as parallel:
-        v_par, g_par = obj(x, idx, seeds, parallel=parallel)
-    assert v_par == v_ser
-    assert_array_equal(g_par, g_ser)
-    assert_allclose(v_ser, v_c, rtol=1e-12)
-    assert_allclose(g_ser, g_c, rtol=1e-10, atol=1e-12)
+    check_chunk_invariance(obj, x, idx, seeds, v_c, g_c)
     # a subset's ELL is the sum of its sequences' (per-sequence draws)
     total = sum(_ell(obj, x, np.array([i]), seeds[[i]]) for i in range(n))
     assert_allclose(_ell(obj, x, idx, seeds), total, rtol=1e-12)
