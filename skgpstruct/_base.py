@@ -454,6 +454,25 @@ class SequenceTaggerMixin:
         """
         return self._token_marginals(self._check_X(X))
 
+    def predict_proba(self, X):
+        """Per-token label marginals, the same as :meth:`predict_marginals`.
+
+        The sklearn name, so that a :class:`~sklearn.pipeline.Pipeline`
+        ending in a tagger, and ``cross_val_predict(method="predict_proba")``,
+        reach the marginals.
+
+        Parameters
+        ----------
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The sequences, as for :meth:`predict`.
+
+        Returns
+        -------
+        marginals : list of ndarray of shape (T_n, n_classes)
+            Columns ordered as ``classes_``; rows sum to 1.
+        """
+        return self.predict_marginals(X)
+
     _UNCERTAINTY_KINDS = ("entropy",)
 
     def predict_uncertainty(self, X, kind="entropy", *, per="token"):

@@ -9,6 +9,7 @@ import re
 import warnings
 
 import numpy as np
+from numpy.testing import assert_array_equal
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
@@ -314,3 +315,19 @@ def test_max_iter_warning_and_history(case, stochastic):
     with pytest.warns(ConvergenceWarning, match=match):
         est.fit(case["X_tr"], case["y_tr"])
     assert est.n_iter_ == len(getattr(est, case["history"])) == 1
+
+
+def test_predict_proba_reaches_the_marginals_through_a_pipeline(case):
+    """``predict_proba`` is ``predict_marginals`` under sklearn's name, so a
+    Pipeline ending in a tagger forwards it."""
+    X, y = _word_data()
+    pipe = Pipeline([("vec", SequenceVectorizer()), ("tagger", clone(case["pipe"]))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        pipe.fit(X, y)
+    proba = pipe.predict_proba(X)
+    direct = pipe[-1].predict_marginals(pipe[0].transform(X))
+    assert len(proba) == len(X)
+    for p, d in zip(proba, direct):
+        assert_array_equal(p, d)
+        assert np.allclose(p.sum(axis=1), 1.0)
