@@ -41,6 +41,8 @@ __all__ = [
     "token_error_rate",
     "sequence_accuracy_score",
     "flat_f1_score",
+    "flat_precision_score",
+    "flat_recall_score",
     "flat_classification_report",
     "chunk_f1_score",
     "extract_chunks",
@@ -242,6 +244,54 @@ flat_f1_score = _flat_metric(
 """,
     returns="""\
     score : float or ndarray
+""",
+)
+
+def _precision(y_true, y_pred, **kwargs):
+    return skm.precision_score(y_true, y_pred, **kwargs)
+
+
+def _recall(y_true, y_pred, **kwargs):
+    return skm.recall_score(y_true, y_pred, **kwargs)
+
+
+flat_precision_score = _flat_metric(
+    "flat_precision_score", "precision_score", _precision,
+    summary="Token-level precision (keyword arguments as "
+            "``sklearn.metrics.precision_score``), as sklearn-crfsuite's.",
+    params="""\
+    **kwargs
+        ``average``, ``labels``, ... passed to :func:`sklearn.metrics.precision_score`.
+""",
+    returns="""\
+    score : float or ndarray
+""",
+    examples="""\
+    Examples
+    --------
+    >>> from skgpstruct.metrics import flat_precision_score
+    >>> float(flat_precision_score([["B", "I"], ["O"]], [["B", "B"], ["O"]], average="micro"))
+    0.666...
+""",
+)
+
+flat_recall_score = _flat_metric(
+    "flat_recall_score", "recall_score", _recall,
+    summary="Token-level recall (keyword arguments as "
+            "``sklearn.metrics.recall_score``), as sklearn-crfsuite's.",
+    params="""\
+    **kwargs
+        ``average``, ``labels``, ... passed to :func:`sklearn.metrics.recall_score`.
+""",
+    returns="""\
+    score : float or ndarray
+""",
+    examples="""\
+    Examples
+    --------
+    >>> from skgpstruct.metrics import flat_recall_score
+    >>> float(flat_recall_score([["B", "I"], ["O"]], [["B", "B"], ["O"]], average="macro"))
+    0.666...
 """,
 )
 

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 from sklearn.base import BaseEstimator
-from sklearn.metrics import accuracy_score, f1_score
+from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score
 
 from skgpstruct.metrics import (
     SCORERS,
@@ -10,6 +10,8 @@ from skgpstruct.metrics import (
     flat_accuracy_score,
     flat_classification_report,
     flat_f1_score,
+    flat_precision_score,
+    flat_recall_score,
     sequence_accuracy_score,
     token_error_rate,
 )
@@ -30,6 +32,16 @@ def test_flat_scores_match_sklearn_on_flattened_tokens():
     )
     report = flat_classification_report(Y_TRUE, Y_PRED, output_dict=True)
     assert report["accuracy"] == pytest.approx(7 / 9)
+    # by hand: B 3/3 both; I precision 1/1, recall 1/3; O precision 3/5, recall 3/3
+    assert flat_precision_score(Y_TRUE, Y_PRED, average=None, labels=["B", "I", "O"]) \
+        == pytest.approx([1.0, 1.0, 0.6])
+    assert flat_recall_score(Y_TRUE, Y_PRED, average=None, labels=["B", "I", "O"]) \
+        == pytest.approx([1.0, 1 / 3, 1.0])
+    for average in ("micro", "macro", "weighted"):
+        assert flat_precision_score(Y_TRUE, Y_PRED, average=average) == pytest.approx(
+            precision_score(flat_t, flat_p, average=average))
+        assert flat_recall_score(Y_TRUE, Y_PRED, average=average) == pytest.approx(
+            recall_score(flat_t, flat_p, average=average))
 
 
 def test_sequence_accuracy():
