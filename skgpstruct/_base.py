@@ -431,7 +431,7 @@ class SequenceTaggerMixin:
         paths = decode(self._decoder(), self, data, self._predict_backend())
         return [self.classes_[p] for p in paths]
 
-    def predict_marginals(self, X):
+    def predict_marginals(self, X, *, output="array"):
         """Per-token label marginals ``p(y_t = j | x)``.
 
         :class:`~skgpstruct.GPStructTagger` averages forward-backward
@@ -446,13 +446,31 @@ class SequenceTaggerMixin:
         ----------
         X : list of (T_n, n_features) array-likes or sparse matrices
             The sequences, as for :meth:`predict`.
+        output : {"array", "dict"}, default="array"
+            ``"dict"``: sklearn-crfsuite's format, one ``{label: p}`` dict
+            per token (labels as in ``classes_``, as Python scalars).
 
         Returns
         -------
-        marginals : list of ndarray of shape (T_n, n_classes)
+        marginals : list of ndarray of shape (T_n, n_classes), or list of list of dict
             Columns ordered as ``classes_``; rows sum to 1.
+
+        Examples
+        --------
+        >>> from skgpstruct import RandomizedCRFTagger
+        >>> from skgpstruct.datasets import make_chain_data
+        >>> X, y = make_chain_data(n_sequences=5, n_classes=2, random_state=0)[:2]
+        >>> crf = RandomizedCRFTagger(n_top=None, random_state=0).fit(X, y)
+        >>> sorted(crf.predict_marginals(X[:1], output="dict")[0][0])
+        [0, 1]
         """
-        return self._token_marginals(self._check_X(X))
+        if output not in ("array", "dict"):
+            raise ValueError(f"output must be 'array' or 'dict', got {output!r}.")
+        marginals = self._token_marginals(self._check_X(X))
+        if output == "array":
+            return marginals
+        labels = self.classes_.tolist()
+        return [[dict(zip(labels, row.tolist())) for row in m] for m in marginals]
 
     def predict_proba(self, X):
         """Per-token label marginals, the same as :meth:`predict_marginals`.

@@ -331,3 +331,22 @@ def test_predict_proba_reaches_the_marginals_through_a_pipeline(case):
     for p, d in zip(proba, direct):
         assert_array_equal(p, d)
         assert np.allclose(p.sum(axis=1), 1.0)
+
+
+def test_predict_marginals_dict_output_as_sklearn_crfsuite(case):
+    X, y = _word_data()
+    pipe = Pipeline([("vec", SequenceVectorizer()), ("tagger", clone(case["pipe"]))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        pipe.fit(X, y)
+    tagger, Xv = pipe[-1], pipe[0].transform(X)
+    arrays = tagger.predict_marginals(Xv)
+    dicts = tagger.predict_marginals(Xv, output="dict")
+    assert [len(d) for d in dicts] == [len(a) for a in arrays]
+    for a, d in zip(arrays, dicts):
+        for row, token in zip(a, d):
+            assert list(token) == tagger.classes_.tolist()
+            assert all(type(k) is str for k in token)  # Python str, not numpy
+            assert list(token.values()) == row.tolist()
+    with pytest.raises(ValueError, match="output must be"):
+        tagger.predict_marginals(Xv, output="list")
