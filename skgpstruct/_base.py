@@ -38,6 +38,27 @@ def entropy(p):
     return -np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1)
 
 
+def renormalize_rows(unary):
+    """Divide marginals by their sums over the last axis, in place.
+
+    ``exp(fwd + bwd - log Z)`` drifts from 1 along long chains (about 2e-9
+    at 10,000 tokens) by a factor common to a position's labels; dividing by
+    the row sum removes it. Rows of zeros (every path forbidden) stay zero.
+
+    Parameters
+    ----------
+    unary : ndarray of shape (..., n_labels)
+
+    Returns
+    -------
+    unary : ndarray
+        The same array.
+    """
+    total = unary.sum(axis=-1, keepdims=True)
+    np.divide(unary, total, out=unary, where=total > 0)
+    return unary
+
+
 class ConvergenceMonitor:
     """History and stopping rule of a fit (after hmmlearn's monitor).
 

@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import chain
-from ._base import entropy
+from ._base import entropy, renormalize_rows
 from ._sequences import SequenceData, encode_labels, sequence_seeds
 from .gp._weight_space_long import WeightSpaceCovariance
 from .gp.ell import expected_log_likelihood
@@ -82,13 +82,8 @@ class GPPredictMixin:
         out, second, mean_entropy = np.zeros((T, V)), np.zeros((T, V)), np.zeros(T)
         for k in range(K):
             unary, _ = chain.marginals(F[0, k], B[0, k])
-            if factored:
-                # exp(fwd + bwd - log Z) drifts from 1 along long chains (1e-9
-                # at 10,000 tokens) by a factor common to a position's labels;
-                # renormalised as RandomizedCRFTagger does (short sequences,
-                # never factored, keep their numbers)
-                total = unary.sum(axis=-1, keepdims=True)
-                np.divide(unary, total, out=unary, where=total > 0)
+            if factored:  # long: renormalised (short ones keep their numbers)
+                renormalize_rows(unary)
             w = self.weights_[k]
             out += w * unary.mean(axis=0)
             if stats:

@@ -163,10 +163,6 @@ def _error_rate(y_true, y_pred):
     return 100.0 * (1.0 - _accuracy(y_true, y_pred))
 
 
-def _f1(y_true, y_pred, **kwargs):
-    return skm.f1_score(y_true, y_pred, **kwargs)
-
-
 def _report(y_true, y_pred, **kwargs):
     kwargs.setdefault("zero_division", 0)
     return skm.classification_report(y_true, y_pred, **kwargs)
@@ -235,65 +231,45 @@ def sequence_accuracy_score(y_true, y_pred):
     return float(np.mean([np.array_equal(a, b) for a, b in zip(y_true, y_pred)]))
 
 
-flat_f1_score = _flat_metric(
-    "flat_f1_score", "f1_score", _f1,
-    summary="Token-level F1 score (keyword arguments as ``sklearn.metrics.f1_score``).",
-    params="""\
-    **kwargs
-        ``average``, ``labels``, ... passed to :func:`sklearn.metrics.f1_score`.
-""",
-    returns="""\
-    score : float or ndarray
-""",
-)
+def _sklearn_score(name, metric, what, example=""):
+    """``name``: the token-level version of :mod:`sklearn.metrics`'s
+    ``metric`` (precision, recall, F1: keyword arguments passed through)."""
+    score = getattr(skm, metric)
 
-def _precision(y_true, y_pred, **kwargs):
-    return skm.precision_score(y_true, y_pred, **kwargs)
+    def flat(y_true, y_pred, **kwargs):
+        return score(y_true, y_pred, **kwargs)
 
-
-def _recall(y_true, y_pred, **kwargs):
-    return skm.recall_score(y_true, y_pred, **kwargs)
-
-
-flat_precision_score = _flat_metric(
-    "flat_precision_score", "precision_score", _precision,
-    summary="Token-level precision (keyword arguments as "
-            "``sklearn.metrics.precision_score``), as sklearn-crfsuite's.",
-    params="""\
-    **kwargs
-        ``average``, ``labels``, ... passed to :func:`sklearn.metrics.precision_score`.
-""",
-    returns="""\
-    score : float or ndarray
-""",
-    examples="""\
+    examples = ""
+    if example:
+        examples = f"""\
     Examples
     --------
-    >>> from skgpstruct.metrics import flat_precision_score
-    >>> float(flat_precision_score([["B", "I"], ["O"]], [["B", "B"], ["O"]], average="micro"))
+    >>> from skgpstruct.metrics import {name}
+    >>> {example}
     0.666...
-""",
-)
-
-flat_recall_score = _flat_metric(
-    "flat_recall_score", "recall_score", _recall,
-    summary="Token-level recall (keyword arguments as "
-            "``sklearn.metrics.recall_score``), as sklearn-crfsuite's.",
-    params="""\
+"""
+    return _flat_metric(
+        name, metric, flat,
+        summary=f"Token-level {what} (keyword arguments as "
+                f"``sklearn.metrics.{metric}``), as sklearn-crfsuite's.",
+        params=f"""\
     **kwargs
-        ``average``, ``labels``, ... passed to :func:`sklearn.metrics.recall_score`.
+        ``average``, ``labels``, ... passed to :func:`sklearn.metrics.{metric}`.
 """,
-    returns="""\
+        returns="""\
     score : float or ndarray
 """,
-    examples="""\
-    Examples
-    --------
-    >>> from skgpstruct.metrics import flat_recall_score
-    >>> float(flat_recall_score([["B", "I"], ["O"]], [["B", "B"], ["O"]], average="macro"))
-    0.666...
-""",
-)
+        examples=examples,
+    )
+
+
+flat_f1_score = _sklearn_score("flat_f1_score", "f1_score", "F1 score")
+flat_precision_score = _sklearn_score(
+    "flat_precision_score", "precision_score", "precision",
+    'float(flat_precision_score([["B", "I"], ["O"]], [["B", "B"], ["O"]], average="micro"))')
+flat_recall_score = _sklearn_score(
+    "flat_recall_score", "recall_score", "recall",
+    'float(flat_recall_score([["B", "I"], ["O"]], [["B", "B"], ["O"]], average="macro"))')
 
 flat_classification_report = _flat_metric(
     "flat_classification_report", "classification_report", _report,

@@ -261,7 +261,7 @@ def jittered_cholesky(A, jitter, what, *, factor=None):
     for k in range(1, JITTER_TRIES + 1):
         total = base * 10.0 ** k
         try:
-            L = factor(A + (total - (jitter if jitter > 0 else 0.0)) * eye)
+            L = factor(A + (total - jitter) * eye)
         except LinAlgError:
             continue
         warnings.warn(
