@@ -210,7 +210,7 @@ def box_projection(box):
 
 
 def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
-               project=None, desc=None):
+               project=None, desc=None, epoch_value=None):
     """Run epochs of minibatch steps on ``x`` (in place) until the monitor
     says converged or ``max_iter`` epochs are done.
 
@@ -242,6 +242,12 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
         the box (projected steps for bounded hyperparameters).
     desc : str, default=None
         Label of the tqdm progress bar shown when ``monitor.verbose``.
+    epoch_value : callable or None, default=None
+        ``epoch_value(x) -> float`` added to the epoch's objective after its
+        last step (a penalty that the steps leave out). Before it, an
+        optimiser with a ``synchronize(x)`` method (lazy updates,
+        :class:`~skgpstruct._sparse_optim.ProximalAdaGrad`) brings ``x`` up
+        to date.
 
     Returns
     -------
@@ -272,9 +278,15 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
                     start, low, high = project
                     np.clip(x[start:], low, high, out=x[start:])
                 total += value
+            if hasattr(optimizer, "synchronize"):
+                optimizer.synchronize(x)
+            if epoch_value is not None:
+                total += epoch_value(x)
             monitor.report(total)
-            if best is None or total < best_value:
+            if best is None:
                 best, best_value = x.copy(), total
+            elif total < best_value:
+                best[:], best_value = x, total  # no new allocation per epoch
             if monitor.converged:
                 return x
     except KeyboardInterrupt:

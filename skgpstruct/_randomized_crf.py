@@ -15,6 +15,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from joblib import delayed
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -23,6 +24,7 @@ from threadpoolctl import threadpool_limits
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
 from ._parallel import chunked_sum
 from ._sequences import SequenceData
+from ._sparse_optim import ProximalAdaGrad, RowSparseGradient
 from .chain import randomized as rdp
 from .chain.backend import get_backend
 from .optim import make_optimizer
@@ -44,6 +46,20 @@ def _active_features(X):
     if used.all():
         return None
     return np.flatnonzero(used)
+
+
+def _used_columns(X, compact=False):
+    """Sorted columns of ``X`` with a stored (sparse) or non-zero (dense)
+    entry; with ``compact``, also ``X`` restricted to them."""
+    if sp.issparse(X):
+        X = X.tocsr()
+        rows = np.unique(X.indices)
+        if not compact:
+            return rows
+        return rows, sp.csr_matrix((X.data, np.searchsorted(rows, X.indices), X.indptr),
+                                   shape=(X.shape[0], rows.shape[0]))
+    rows = np.flatnonzero((X != 0).any(axis=0))
+    return (rows, X[:, rows]) if compact else rows
 
 
 def _resolve_count(value, n_classes):
@@ -193,7 +209,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         "transitions": [StrOptions({"full", "low_rank"})],
         "rank": [Interval(Integral, 1, None, closed="left")],
         "c2": [Interval(Real, 0, None, closed="left")],
-        "optimizer": [StrOptions({"auto", "lbfgs", "adam", "sgd"})],
+        "optimizer": [StrOptions({"auto", "lbfgs", "adagrad", "adam", "sgd"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "beam_size": [Interval(Integral, 1, None, closed="left"), None],
@@ -308,24 +324,20 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         return value, grad
 
     # --------------------------------------------------------------- losses
-    def _chunk_loss_grad(self, theta, data, seeds):
-        """Negative log-likelihood (exact or randomized) of a chunk + gradient.
-
-        The weight rows of ``theta`` are the columns of ``data.X_flat``. The
-        randomized loss is
-        :func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged`
-        (sequence ``n`` draws its sub-lattice from ``seeds[n]``).
-        """
-        backend = self.__dict__.get("_backend") or get_backend(getattr(self, "device_", "cpu"))
-        W, b, trans = self._unpack(theta, data.X_flat.shape[1])
-        U = np.asarray(data.X_flat @ W) + b
-        if not (np.isfinite(theta).all() and np.isfinite(U).all()):
+    def _check_finite(self, *arrays):
+        if not all(np.isfinite(a).all() for a in arrays):
             raise ValueError(
                 "The CRF potentials became non-finite during training: the "
                 "optimisation diverged (lower learning_rate, or raise c2) or the "
                 "features are too large (scale them, e.g. with sklearn's "
                 "MaxAbsScaler or StandardScaler)."
             )
+
+    def _potential_loss_grad(self, U, data, trans, seeds):
+        """Loss of a chunk (exact or randomized) from its unary potentials
+        ``U``; return it with the gradient in ``U`` and the transitions'
+        gradient (a list of flat arrays)."""
+        backend = self.__dict__.get("_backend") or get_backend(getattr(self, "device_", "cpu"))
         if self.exact_:
             if self.transitions == "full":
                 B = trans
@@ -336,19 +348,71 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             loss = -float(values.sum())
             gU = np.negative(gU, out=gU)  # gradient of the loss
             if self.transitions == "full":
-                g_trans = [-gB.ravel()]
-            else:
-                g_trans = [-(gB @ trans[1]).ravel(), -(gB.T @ trans[0]).ravel()]
-        else:
-            spec = trans if self.transitions == "full" else rdp.LowRankTransitions(*trans)
-            losses, gU, g = backend.randomized_loss_grad_ragged(
-                U, data.lengths, data.y_flat, spec, self._n_top_, self._n_sampled_,
-                proposal=self.proposal, seeds=seeds)
-            loss = float(losses.sum())
-            g_trans = [a.ravel() for a in ((g,) if self.transitions == "full" else g)]
+                return loss, gU, [-gB.ravel()]
+            return loss, gU, [-(gB @ trans[1]).ravel(), -(gB.T @ trans[0]).ravel()]
+        spec = trans if self.transitions == "full" else rdp.LowRankTransitions(*trans)
+        losses, gU, g = backend.randomized_loss_grad_ragged(
+            U, data.lengths, data.y_flat, spec, self._n_top_, self._n_sampled_,
+            proposal=self.proposal, seeds=seeds)
+        g_trans = [a.ravel() for a in ((g,) if self.transitions == "full" else g)]
+        return float(losses.sum()), gU, g_trans
+
+    def _chunk_loss_grad(self, theta, data, seeds):
+        """Negative log-likelihood (exact or randomized) of a chunk + gradient.
+
+        The weight rows of ``theta`` are the columns of ``data.X_flat``. The
+        randomized loss is
+        :func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged`
+        (sequence ``n`` draws its sub-lattice from ``seeds[n]``).
+        """
+        W, b, trans = self._unpack(theta, data.X_flat.shape[1])
+        U = np.asarray(data.X_flat @ W) + b
+        self._check_finite(theta, U)
+        loss, gU, g_trans = self._potential_loss_grad(U, data, trans, seeds)
         gW = np.asarray(data.X_flat.T @ gU)
         gb = gU.sum(axis=0)
         return loss, np.concatenate([gW.ravel(), gb] + g_trans)
+
+    def _chunk_sparse_loss_grad(self, theta, data, seeds, n_rows):
+        """:meth:`_chunk_loss_grad` with the weight gradient kept on the rows
+        of the features the chunk uses: ``(loss, rows, grad_rows, grad_rest)``
+        (``grad_rest`` the bias and transitions). Reads only those rows of
+        the weights."""
+        rows, Xc = _used_columns(data.X_flat, compact=True)
+        W, b, trans = self._unpack(theta, n_rows)
+        W_rows = W[rows]
+        U = np.asarray(Xc @ W_rows) + b
+        self._check_finite(W_rows, b, U, *(trans if isinstance(trans, tuple) else (trans,)))
+        loss, gU, g_trans = self._potential_loss_grad(U, data, trans, seeds)
+        g_rows = np.asarray(Xc.T @ gU)
+        return loss, rows, g_rows, np.concatenate([gU.sum(axis=0)] + g_trans)
+
+    def _sparse_loss_grad(self, theta, data, seeds, n_rows, parallel):
+        """Summed loss and row-sparse gradient of all sequences of ``data``
+        (chunks in fixed order, merged on the union of their rows)."""
+        starts = range(0, data.n_sequences, _CHUNK_SEQUENCES)
+        jobs = [(np.arange(i, min(i + _CHUNK_SEQUENCES, data.n_sequences)),
+                 seeds[i : i + _CHUNK_SEQUENCES]) for i in starts]
+
+        def run(chunk, chunk_seeds):
+            return self._chunk_sparse_loss_grad(theta, data.subset(chunk), chunk_seeds,
+                                                n_rows)
+
+        if parallel is None or len(jobs) == 1:
+            parts = [run(c, s) for c, s in jobs]
+        else:
+            parts = parallel(delayed(run)(c, s) for c, s in jobs)
+        if len(parts) == 1:
+            loss, rows, g_rows, rest = parts[0]
+            return loss, RowSparseGradient(rows, g_rows, rest)
+        rows = np.unique(np.concatenate([p[1] for p in parts]))
+        g_rows = np.zeros((rows.shape[0], parts[0][2].shape[1]))
+        loss, rest = 0.0, np.zeros_like(parts[0][3])
+        for part_loss, part_rows, part_g, part_rest in parts:  # fixed order
+            loss += part_loss
+            g_rows[np.searchsorted(rows, part_rows)] += part_g
+            rest += part_rest
+        return loss, RowSparseGradient(rows, g_rows, rest)
 
     def _loss_grad(self, theta, data, seq_idx, seeds, parallel):
         """Summed loss and gradient over ``seq_idx`` (chunks in fixed order;
@@ -380,6 +444,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         self._n_sampled_ = _resolve_count(self.n_sampled, n_classes) or 0
         self.exact_ = self._n_top_ is None or self._n_top_ + self._n_sampled_ >= n_classes
         optimizer = self.optimizer
+        self._learning_rate_ = self.learning_rate
         if optimizer == "auto":
             optimizer = "lbfgs" if self.exact_ else "adam"
         if optimizer == "lbfgs" and not self.exact_:
@@ -426,6 +491,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             if optimizer == "lbfgs":
                 theta = self._fit_lbfgs(loss_grad, theta, n_rows, data.n_sequences,
                                         parallel, monitor)
+            elif optimizer == "adagrad":
+                theta = self._fit_adagrad(data, theta, n_rows, rng, parallel, monitor)
             else:
                 theta = self._fit_stochastic(loss_grad, theta, n_rows, data.n_sequences,
                                              optimizer, rng, parallel, monitor)
@@ -452,7 +519,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         penalty spread over the epoch's batches (gradient
         ``grad / len(idx) + 2 c2 theta / n``, the bias undecayed)."""
         cuts = self._layout(n_rows)
-        opt = make_optimizer(optimizer, self.learning_rate,
+        opt = make_optimizer(optimizer, self._learning_rate_,
                              weight_decay=2.0 * self.c2 / n,
                              undecayed=(int(cuts[1]), int(cuts[2])))
 
@@ -464,6 +531,30 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         return fit_epochs(step, theta, opt, monitor, n_sequences=n,
                           batch_size=self.batch_size, rng=rng,
                           desc="RandomizedCRFTagger")
+
+    def _fit_adagrad(self, data, theta, n_rows, rng, parallel, monitor):
+        """Epochs of proximal AdaGrad on minibatches, lazy on the weight rows
+        (:class:`~skgpstruct._sparse_optim.ProximalAdaGrad`): a step costs
+        the features its minibatch uses, not the whole vocabulary. Same
+        objective as :meth:`_fit_stochastic` (per-sequence loss, the penalty
+        ``c2 / n ||theta||^2`` per sequence, by its proximal step); an
+        epoch's reported value adds the penalty at the epoch's end."""
+        n = data.n_sequences
+        cuts = self._layout(n_rows)
+        opt = ProximalAdaGrad(self._learning_rate_, n_rows=n_rows,
+                              n_cols=len(self.classes_), weight_decay=2.0 * self.c2 / n,
+                              undecayed=(int(cuts[1]), int(cuts[2])))
+
+        def step(t, idx, seeds):
+            batch = data.subset(idx)
+            opt.catch_up(t, _used_columns(batch.X_flat))
+            loss, grad = self._sparse_loss_grad(t, batch, seeds, n_rows, parallel)
+            return loss, grad, 1.0 / len(idx)
+
+        return fit_epochs(step, theta, opt, monitor, n_sequences=n,
+                          batch_size=self.batch_size, rng=rng,
+                          desc="RandomizedCRFTagger",
+                          epoch_value=lambda t: self._penalty_value(t, cuts))
 
     # -------------------------------------------------------------- predict
     def _unary(self, data):
