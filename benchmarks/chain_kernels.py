@@ -2,8 +2,11 @@
 
 For S samples of one chain (T = 30 positions, V labels; the shape of the
 GPstruct inner loop, where each posterior sample of the potentials needs a
-forward-backward pass) this times ``skgpstruct.chain.marginals`` (numba)
-against
+forward-backward pass) this times ``skgpstruct.chain.marginals`` (numba,
+the scaled linear-space kernel of ``chain._linear_kernels``) against
+
+* the log-space numba kernel it replaced and falls back to on extreme
+  potentials (``chain._exact_kernels._fb_kernel``), called directly,
 
 * the plain-numpy reference ``chain._reference.marginals_ref``, called once per
   sample (what the tests compare the kernels with),
@@ -13,16 +16,26 @@ against
   algorithm + autograd on the CPU, when torch is installed
   (``pip install torch==2.13.0 torch-struct pytorch-crf``).
 
+With ``--large-V`` a second table times the exact training pass of
+RandomizedCRFTagger on a treebank-sized label set: ``log_likelihood_grad_ragged``
+on 32 sequences of 12 to 32 tokens (one chunk of ``_chunk_loss_grad``) with a
+shared B and V = 444, single-threaded BLAS (as the callers run it): the
+log-space kernel (``_exact_kernels._fb_ragged_kernel``), the linear-space
+kernel one sequence at a time (``_linear_kernels._fb_ragged_kernel``) and the
+public function (the linear-space pass over all sequences of the call with
+matrix-matrix products, ``_linear_kernels._ll_grad_ragged_blas``).
+
 Compilation is excluded (one warm-up call per kernel), every time is the
 median of repeats, and ratios are taken against numba in the same run.
 Results go to ``benchmarks/results/chain_kernels.{md,json}``.
 
 Usage::
 
-    python benchmarks/chain_kernels.py [--quick]
+    python benchmarks/chain_kernels.py [--quick] [--large-V]
 """
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -31,10 +44,21 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import time_call, write_results  # noqa: E402
+from _common import RESULTS_DIR, markdown_table, time_call, write_results  # noqa: E402
+from threadpoolctl import threadpool_limits  # noqa: E402
 
 from skgpstruct import chain  # noqa: E402
-from skgpstruct.chain import _reference  # noqa: E402
+from skgpstruct.chain import _exact_kernels, _linear_kernels, _reference  # noqa: E402
+from skgpstruct.chain.exact import _NO_LABELS  # noqa: E402
+
+
+def log_space_marginals(U, B):
+    """The log-space numba kernel (the one before the linear-space kernel)."""
+    S, T, V = U.shape
+    zeros = np.zeros((1, V))
+    unary, pairwise = np.empty((S, T, V)), np.empty((S, V, V))
+    _exact_kernels._fb_kernel(U, B[None], zeros, zeros, _NO_LABELS, unary, pairwise)
+    return unary, pairwise
 
 
 def _lse(a, axis):
@@ -122,6 +146,8 @@ def torch_peers():
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats, small S only")
+    parser.add_argument("--large-V", action="store_true",
+                        help="add the V = 444 ragged training-pass table")
     args = parser.parse_args(argv)
     repeats = 3 if args.quick else 7
     sizes_S = [64] if args.quick else [64, 1024]
@@ -137,7 +163,11 @@ def main(argv=None):
             ref_u, ref_p = numpy_batched_marginals(U, B)
             nb_u, nb_p = chain.marginals(U, B)
             assert np.allclose(nb_u, ref_u, atol=1e-10) and np.allclose(nb_p, ref_p, atol=1e-9)
+            lg_u, lg_p = log_space_marginals(U, B)
+            assert np.allclose(nb_u, lg_u, rtol=1e-10, atol=1e-12)
+            assert np.allclose(nb_p, lg_p, rtol=1e-10, atol=1e-12)
             t_nb, _ = time_call(lambda: chain.marginals(U, B), repeats=repeats, min_time=0.2)
+            t_lg, _ = time_call(lambda: log_space_marginals(U, B), repeats=repeats, min_time=0.2)
             t_np, _ = time_call(lambda: numpy_batched_marginals(U, B), repeats=repeats)
             # the per-sample reference is slow: fewer repeats at large S
             t_ref, _ = time_call(
@@ -146,6 +176,8 @@ def main(argv=None):
             row = {
                 "S": S, "T": T, "V": V,
                 "numba ms": 1e3 * t_nb,
+                "log-space numba ms": 1e3 * t_lg,
+                "log-space / numba": t_lg / t_nb,
                 "numpy ref (loop) ms": 1e3 * t_ref,
                 "numpy batched ms": 1e3 * t_np,
                 "ref / numba": t_ref / t_nb,
@@ -176,7 +208,8 @@ def main(argv=None):
                     row[f"{name} / numba"] = t_pe / t_nb
             rows.append(row)
             print(row, flush=True)
-    columns = ["S", "T", "V", "numba ms", "numpy ref (loop) ms", "ref / numba",
+    columns = ["S", "T", "V", "numba ms", "log-space numba ms", "log-space / numba",
+               "numpy ref (loop) ms", "ref / numba",
                "numpy batched ms", "batched / numba"]
     for name in peers:
         columns += [f"{name} ms", f"{name} / numba"]
@@ -186,11 +219,85 @@ def main(argv=None):
         "Ratios > 1 mean numba is faster. numba runs single-threaded; torch uses its "
         f"default intra-op threads ({torch.get_num_threads() if torch else 'n/a'}).",
         "Every peer's marginals are checked against numba's before timing.",
+        "numba is the scaled linear-space kernel (chain._linear_kernels); log-space "
+        "numba is the log-space kernel it falls back to on extreme potentials "
+        "(chain._exact_kernels._fb_kernel), timed in the same run: their ratio is "
+        "the linear-space speed-up.",
     ] + skipped
+    if torch is None:
+        notes.append("torch is not installed in this environment: no torch peers.")
     write_results(
         "chain_kernels", rows, columns,
         title="Batched linear-chain marginals: numba vs numpy vs torch", notes=notes,
     )
+    if args.large_V:
+        large_V_table(repeats)
+
+
+def large_V_table(repeats):
+    """Second table: the ragged training pass at V = 444, appended to the
+    results written by :func:`main`."""
+    rng = np.random.default_rng(1)
+    rows = []
+    for V in (14, 45, 444):
+        lengths = rng.integers(12, 33, 32)
+        N = int(lengths.sum())
+        U = rng.normal(size=(N, V))
+        B = 0.3 * rng.normal(size=(V, V))
+        y = rng.integers(0, V, N)
+        offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+        zeros = np.zeros(V)
+
+        def log_space():
+            gU, gB = np.empty((N, V)), np.empty((1, V, V))
+            return _exact_kernels._fb_ragged_kernel(U, offsets, B[None], zeros, zeros, y,
+                                                    gU, gB), gU, gB[0]
+
+        def one_by_one():
+            gU, gB = np.empty((N, V)), np.empty((1, V, V))
+            fell = np.empty(len(lengths), dtype=np.int8)
+            return _linear_kernels._fb_ragged_kernel(U, offsets, B[None], zeros, zeros, y,
+                                                     gU, gB, fell), gU, gB[0]
+
+        def public():
+            return chain.log_likelihood_grad_ragged(U, lengths, B, y)
+
+        with threadpool_limits(limits=1):
+            want = log_space()
+            for got in (one_by_one(), public()):
+                for a, b in zip(got, want):
+                    assert np.allclose(a, b, rtol=1e-10, atol=1e-10)
+            t_log, _ = time_call(log_space, repeats=repeats, min_time=0.5)
+            t_one, _ = time_call(one_by_one, repeats=repeats, min_time=0.5)
+            t_pub, _ = time_call(public, repeats=repeats, min_time=0.5)
+        row = {
+            "sequences": len(lengths), "tokens": N, "V": V,
+            "log-space ms": 1e3 * t_log,
+            "linear one-by-one ms": 1e3 * t_one,
+            "linear BLAS (public) ms": 1e3 * t_pub,
+            "log-space / one-by-one": t_log / t_one,
+            "log-space / BLAS": t_log / t_pub,
+        }
+        rows.append(row)
+        print(row, flush=True)
+    columns = list(rows[0])
+    title = "Ragged training pass (log_likelihood_grad_ragged, shared B), single thread"
+    notes = [
+        "One chunk of RandomizedCRFTagger's exact training pass: 32 sequences of "
+        "12-32 tokens, U ~ N(0, 1), B ~ N(0, 0.3^2), shared B, gradients of the "
+        "summed log-likelihood; BLAS limited to 1 thread (threadpoolctl).",
+        "Median wall time of one call, warm-up excluded; all three are checked "
+        "against each other before timing (rtol = atol = 1e-10).",
+    ]
+    md = RESULTS_DIR / "chain_kernels.md"
+    text = f"\n## {title}\n\n" + markdown_table(rows, columns) + "\n\n"
+    text += "\n".join(f"- {n}" for n in notes) + "\n"
+    print(text)
+    md.write_text(md.read_text() + text)
+    js = RESULTS_DIR / "chain_kernels.json"
+    payload = json.loads(js.read_text())
+    payload["large_V"] = {"title": title, "rows": rows, "notes": notes}
+    js.write_text(json.dumps(payload, indent=2))
 
 
 if __name__ == "__main__":

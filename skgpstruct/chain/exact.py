@@ -22,22 +22,31 @@ NaN: ``log Z = -inf`` when every path is forbidden, and the marginals of
 impossible states (all states, in that case) are 0. NaN and ``+inf`` are
 rejected with a ValueError.
 
-The kernels are numba ``njit(cache=True, nogil=True)`` functions. Lattices
-are kept in log space; each step's log-sum-exp is computed with max
-subtraction as a scaled product in linear space, falling back to the exact
-two-pass log-sum-exp wherever that could underflow (see ``_TINY``). Batched
-kernels loop over samples inside numba; the single-sequence cores work on
-slices, which the ragged kernel (``log_likelihood_grad_ragged``) uses for
-sequences of different lengths stacked in one array. Plain-numpy references
-live in :mod:`skgpstruct.chain._reference`.
+The kernels are numba ``njit(cache=True, nogil=True)`` functions.
+Forward-backward (``marginals``, ``log_likelihood(_grad)``,
+``log_partition`` and the ragged forms) runs in scaled linear space
+(:mod:`skgpstruct.chain._linear_kernels`: the potentials exponentiated once,
+the forward vectors normalised at every step) wherever the ranges of the
+potentials bound every quantity away from under- and overflow, and
+otherwise, per sequence, by the log-space kernels of
+:mod:`skgpstruct.chain._exact_kernels`, whose lattices (``forward_log``,
+``backward_log``) keep each step's log-sum-exp as a scaled product falling
+back to the exact two-pass log-sum-exp wherever that could underflow (see
+``_TINY``). Batched kernels loop over samples inside numba; the
+single-sequence cores work on slices, which the ragged kernels use for
+sequences of different lengths stacked in one array. A sequence's results
+never depend on the other sequences of a call, except in
+``log_likelihood_grad_ragged`` with a shared B, which runs the sequences of
+a call together as matrix-matrix products (its per-sequence values and
+gradients then agree with those of single calls to rounding). Plain-numpy
+references live in :mod:`skgpstruct.chain._reference`.
 """
 
 import numpy as np
 
+from . import _linear_kernels as _lin
 from ._exact_kernels import (
     _backward_kernel,
-    _fb_kernel,
-    _fb_ragged_kernel,
     _forward_kernel,
     _viterbi_kernel,
     _viterbi_ragged_kernel,
@@ -59,6 +68,72 @@ __all__ = [
 
 # Passed as ``y`` to the forward(-backward) kernels: log Z / marginals, no labels.
 _NO_LABELS = np.empty(0, dtype=np.int64)
+
+# log_likelihood_grad_ragged with a shared B runs the sequences of a call
+# together as matrix-matrix products (BLAS) from this many labels on; below
+# it, one sequence at a time (measured: the BLAS pass is ~1.4x faster from
+# V = 14 on, 1.7x at V = 444, for 32 sequences of length 12-32).
+_BLAS_MIN_LABELS = 8
+_BLAS_BLOCK = 256
+
+
+# -------------------------------------------- linear-space kernels (see _lin)
+def _fb_linear(U3, B3, st, en, y, unary, pairwise):
+    """Forward-backward per sample, in linear space where safe."""
+    return _lin._fb_kernel(U3, B3, st, en, y, unary, pairwise,
+                           np.empty(U3.shape[0], dtype=np.int8))
+
+
+def _log_z_linear(U3, B3, st, en, y):
+    """log Z (or log p(y)) per sample, the same arithmetic as :func:`_fb_linear`."""
+    return _lin._forward_kernel(U3, B3, st, en, y, np.empty(U3.shape[0], dtype=np.int8))
+
+
+def _ragged_fb(U2, offsets, B3, st, en, y, unary, pairwise, fell):
+    """Ragged forward-backward: the BLAS training pass where it applies (by
+    blocks of at most _BLAS_BLOCK sequences, which bounds its scratch memory
+    to a few times that block's unaries), else one sequence at a time."""
+    if not (y.shape[0] > 0 and B3.shape[0] == 1 and pairwise.shape[0] == 1
+            and U2.shape[1] >= _BLAS_MIN_LABELS):
+        return _lin._fb_ragged_kernel(U2, offsets, B3, st, en, y, unary, pairwise, fell)
+    n = offsets.shape[0] - 1
+    values = np.empty(n)
+    pairwise[0] = 0.0
+    gB = np.empty_like(pairwise)
+    for n0 in range(0, n, _BLAS_BLOCK):
+        n1 = min(n, n0 + _BLAS_BLOCK)
+        a, b = offsets[n0], offsets[n1]
+        values[n0:n1] = _lin._ll_grad_ragged_blas(
+            U2[a:b], offsets[n0:n1 + 1] - a, B3, st, en, y[a:b], unary[a:b], gB, fell[n0:n1])
+        pairwise[0] += gB[0]
+    return values
+
+
+def _fallbacks(U, B, start=None, end=None, y=None):
+    """Which samples of ``U`` (batched or not) the forward-backward kernel of
+    :func:`marginals` / :func:`log_likelihood_grad` computes in log space
+    (bool per sample), as the kernel itself reports it."""
+    U3, B3, st, en, _ = check_potentials(U, B, start, end)
+    S, T, V = U3.shape
+    labels = _NO_LABELS if y is None else check_labels(y, T, V)
+    fell = np.empty(S, dtype=np.int8)
+    _lin._fb_kernel(U3, B3, st, en, labels, np.empty((S, T, V)), np.empty((S, V, V)), fell)
+    return fell.astype(bool)
+
+
+def _ragged_fallbacks(U, lengths, B, y=None, start=None, end=None):
+    """Which sequences the ragged kernel of :func:`log_likelihood_grad_ragged`
+    (``y`` given) or :func:`marginals_ragged` computes in log space."""
+    U2, offsets, B3, st, en, per_chain = _check_ragged(U, lengths, B, start, end)
+    n = offsets.shape[0] - 1
+    fell = np.empty(n, dtype=np.int8)
+    if y is None:
+        _ragged_fb(U2, offsets, B3, st, en, _NO_LABELS, np.empty_like(U2),
+                   np.empty((n,) + B3.shape[1:]), fell)
+    else:
+        y = check_labels(y, U2.shape[0], U2.shape[1])
+        _ragged_fb(U2, offsets, B3, st, en, y, np.empty_like(U2), np.empty_like(B3), fell)
+    return fell.astype(bool)
 
 
 # ------------------------------------------------------------ public wrappers
@@ -157,7 +232,7 @@ def log_partition(U, B, start=None, end=None):
     >>> round(log_partition(np.zeros((3, 2)), np.zeros((2, 2))), 6)  # log 2**3
     2.079442
     """
-    return _batched_call(_forward_kernel, ["lattice"], U, B, start, end, _NO_LABELS)[0]
+    return _batched_call(_log_z_linear, [], U, B, start, end, _NO_LABELS)[0]
 
 
 def marginals(U, B, start=None, end=None):
@@ -190,7 +265,7 @@ def marginals(U, B, start=None, end=None):
     array([[0.25, 0.25],
            [0.25, 0.25]])
     """
-    return _batched_call(_fb_kernel, ["lattice", "pair"], U, B, start, end, _NO_LABELS)[1:]
+    return _batched_call(_fb_linear, ["lattice", "pair"], U, B, start, end, _NO_LABELS)[1:]
 
 
 def log_likelihood(U, B, y, start=None, end=None):
@@ -216,7 +291,7 @@ def log_likelihood(U, B, y, start=None, end=None):
     >>> round(log_likelihood(np.zeros((3, 2)), np.zeros((2, 2)), [0, 1, 1]), 6)
     -2.079442
     """
-    return _batched_call(_forward_kernel, ["lattice"], U, B, start, end, y)[0]
+    return _batched_call(_log_z_linear, [], U, B, start, end, y)[0]
 
 
 def log_likelihood_grad(U, B, y, start=None, end=None):
@@ -259,7 +334,7 @@ def log_likelihood_grad(U, B, y, start=None, end=None):
     array([[-0.25,  0.75],
            [-0.25, -0.25]])
     """
-    return _batched_call(_fb_kernel, ["lattice", "pair"], U, B, start, end, y)
+    return _batched_call(_fb_linear, ["lattice", "pair"], U, B, start, end, y)
 
 
 def viterbi(U, B, start=None, end=None):
@@ -360,7 +435,8 @@ def log_likelihood_grad_ragged(U, lengths, B, y, start=None, end=None):
     y = check_labels(y, U2.shape[0], U2.shape[1])
     gU = np.empty_like(U2)
     gB = np.empty_like(B3)
-    values = _fb_ragged_kernel(U2, offsets, B3, st, en, y, gU, gB)
+    fell = np.empty(offsets.shape[0] - 1, dtype=np.int8)
+    values = _ragged_fb(U2, offsets, B3, st, en, y, gU, gB, fell)
     return values, gU, (gB if per_chain else gB[0])
 
 
@@ -431,5 +507,6 @@ def marginals_ragged(U, lengths, B, start=None, end=None):
     U2, offsets, B3, st, en, _ = _check_ragged(U, lengths, B, start, end)
     unary = np.empty_like(U2)
     pairwise = np.empty((offsets.shape[0] - 1,) + B3.shape[1:])
-    _fb_ragged_kernel(U2, offsets, B3, st, en, _NO_LABELS, unary, pairwise)
+    fell = np.empty(offsets.shape[0] - 1, dtype=np.int8)
+    _ragged_fb(U2, offsets, B3, st, en, _NO_LABELS, unary, pairwise, fell)
     return unary, pairwise
