@@ -194,7 +194,11 @@ def rdp_sizes(percent, n_labels):
 
 
 def parse_row(row):
-    """(kind, percent, transitions) of a row id."""
+    """(kind, percent, transitions) of a row id (``ROW@cuda``: the same row
+    with ``device="cuda"``, skgpstruct rows only)."""
+    row, _, device = row.partition("@")
+    if device and (device != "cuda" or row in ("crfsuite", "logreg")):
+        raise ValueError(f"only skgpstruct rows take '@cuda', got {row}@{device}")
     if row in ("crfsuite", "exact", "logreg"):
         return row, None, "full" if row != "logreg" else "none"
     if row.startswith("rdp"):
@@ -221,14 +225,15 @@ def make_model(row, c2, n_labels, args, max_iter):
         return model, {"optimizer": "lbfgs", "transitions": "none", "K": "-"}
     from skgpstruct import RandomizedCRFTagger
 
+    device = "cuda" if row.endswith("@cuda") else "cpu"
     if kind == "exact":
-        model = RandomizedCRFTagger(c2=c2, max_iter=max_iter)
+        model = RandomizedCRFTagger(c2=c2, max_iter=max_iter, device=device)
         return model, {"optimizer": "lbfgs", "transitions": "full", "K": "all"}
     K, K1, K2 = rdp_sizes(percent, n_labels)
     model = RandomizedCRFTagger(
         n_top=K1, n_sampled=K2, c2=c2, transitions=transitions,
         optimizer=args.rdp_optimizer, learning_rate=args.rdp_lr,
-        max_iter=min(max_iter, args.rdp_epochs), random_state=0)
+        max_iter=min(max_iter, args.rdp_epochs), random_state=0, device=device)
     tr = transitions if transitions == "full" else f"low_rank (r={model.rank})"
     return model, {"optimizer": f"{args.rdp_optimizer} (lr {args.rdp_lr:g})",
                    "transitions": tr, "K": f"{K} ({K1}+{K2})"}
@@ -414,7 +419,8 @@ def render(payload, quick):
             "training: they count as errors for every model.\n"
         )
         grid = []
-        for r in [r for r in ALL_ROWS if r in entry["rows"]]:
+        listed = [r for r in ALL_ROWS if r in entry["rows"]]
+        for r in listed + sorted(set(entry["rows"]) - set(listed)):
             per = entry["rows"][r].get("per_c2", [])
             cells = ", ".join(
                 f"{_fmt_c2(r, p['c2'])}: "
@@ -423,10 +429,13 @@ def render(payload, quick):
             grid.append(f"{r} [{cells}]")
         parts.append("- Dev accuracy % per c2 (C for logreg): " + "; ".join(grid) + "\n")
     parts.append("\n".join(f"- {n}" for n in payload["notes"]) + "\n")
-    machines = {json.dumps(m, sort_keys=True) for m in payload.get("machines", {}).values()}
-    for m in sorted(machines):
+    by_machine = {}
+    for key, m in sorted(payload.get("machines", {}).items()):
+        by_machine.setdefault(json.dumps(m, sort_keys=True), []).append(key)
+    for m, keys in by_machine.items():
         info = json.loads(m)
-        parts.append("\nMachine: " + ", ".join(f"{k} {v}" for k, v in info.items()) + "\n")
+        parts.append(f"\nMachine of {', '.join(keys)}: "
+                     + ", ".join(f"{k} {v}" for k, v in info.items()) + "\n")
     return "\n".join(parts)
 
 
@@ -532,6 +541,11 @@ def main(argv=None):
     entry["data"] = stats
     entry.setdefault("rows", {})
     info = machine_info()
+    if any(r.endswith("@cuda") for r in rows):
+        from numba import cuda
+
+        name = cuda.get_current_device().name
+        info["gpu"] = name.decode() if isinstance(name, bytes) else name
 
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ud_morph_") as tmpdir:
@@ -557,6 +571,21 @@ def main(argv=None):
             entry["rows"][r] = row_entry
     elapsed = time.perf_counter() - start
 
+    # Another process may have written rows meanwhile: merge ours into the
+    # file as it is now.
+    if json_path.exists():
+        try:
+            current = json.loads(json_path.read_text())
+        except ValueError:
+            current = None
+        if current is not None:
+            current.setdefault("tasks", {}).setdefault(task, {"rows": {}})
+            current.setdefault("machines", {})
+            current["tasks"][task]["data"] = stats
+            current["tasks"][task].setdefault("rows", {}).update(
+                {r: entry["rows"][r] for r in rows})
+            current["machines"].update({f"{task}/{r}": info for r in rows})
+            payload = current
     payload["title"] = "UD Hungarian-Szeged morphological tagging"
     payload["notes"] = NOTES + ([
         f"--quick: first {QUICK_SIZES[0]} training sentences, {QUICK_SIZES[1]} dev, "
