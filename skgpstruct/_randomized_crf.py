@@ -22,7 +22,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
-from ._parallel import chunked_sum
 from ._sequences import SequenceData
 from ._sparse_optim import ProximalAdaGrad, RowSparseGradient
 from .chain import randomized as rdp
@@ -423,16 +422,54 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             rest += part_rest
         return loss, RowSparseGradient(rows, g_rows, rest)
 
+    def _chunk_potential_grad(self, theta, data, seeds):
+        """Loss of a chunk, its gradient in the unary potentials (per token)
+        and the gradient of the bias and transitions (flat)."""
+        W, b, trans = self._unpack(theta, data.X_flat.shape[1])
+        U = np.asarray(data.X_flat @ W) + b
+        self._check_finite(U)
+        loss, gU, g_trans = self._potential_loss_grad(U, data, trans, seeds)
+        rest = np.concatenate([gU.sum(axis=0)] + g_trans)
+        if not sp.issparse(data.X_flat):
+            # dense X (few features): the chunk's own weight gradient, as
+            # BLAS rounds a product differently with the matrix sizes
+            return loss, np.asarray(data.X_flat.T @ gU), rest
+        return loss, gU, rest
+
     def _loss_grad(self, theta, data, seq_idx, seeds, parallel):
-        """Summed loss and gradient over ``seq_idx`` (chunks in fixed order;
-        on the GPU all of them in one chunk)."""
+        """Summed loss and gradient over ``seq_idx``: chunks of sequences in
+        fixed order (on the GPU all of them in one chunk) give the gradient
+        in the unary potentials, and one sparse product ``X.T @ grad_U``
+        over all the tokens gives the weights' (not one dense
+        ``n_features x n_labels`` product per chunk)."""
+        self._check_finite(theta)
         on_gpu = getattr(self, "device_", "cpu") == "cuda"
-        return chunked_sum(
-            lambda chunk, chunk_seeds: self._chunk_loss_grad(
-                theta, data.subset(chunk), chunk_seeds),
-            seq_idx, seeds, chunk_size=len(seq_idx) if on_gpu else _CHUNK_SEQUENCES,
-            parallel=None if on_gpu else parallel,
-        )
+        sub = data.subset(seq_idx)
+        seeds = np.asarray(seeds)
+        n = sub.n_sequences
+        size = n if on_gpu else _CHUNK_SEQUENCES
+        jobs = [(np.arange(i, min(i + size, n)), seeds[i : i + size])
+                for i in range(0, n, size)]
+
+        def run(chunk, chunk_seeds):
+            return self._chunk_potential_grad(theta, sub.subset(chunk), chunk_seeds)
+
+        if on_gpu or parallel is None or len(jobs) == 1:
+            parts = [run(c, s) for c, s in jobs]
+        else:
+            parts = parallel(delayed(run)(c, s) for c, s in jobs)
+        loss, rest = parts[0][0], parts[0][2].copy()
+        for part_loss, _, part_rest in parts[1:]:  # fixed order
+            loss += part_loss
+            rest += part_rest
+        if not sp.issparse(sub.X_flat):  # the chunks' weight gradients, summed
+            gW = parts[0][1].copy()
+            for part in parts[1:]:
+                gW += part[1]
+        else:
+            gU = parts[0][1] if len(parts) == 1 else np.concatenate([p[1] for p in parts])
+            gW = np.asarray(sub.X_flat.T @ gU)
+        return loss, np.concatenate([gW.ravel(), rest])
 
     @contextlib.contextmanager
     def _fit_backend(self):
