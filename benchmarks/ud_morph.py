@@ -59,7 +59,13 @@ Usage::
 
     python benchmarks/ud_morph.py [--rows exact rdp10_full ...]
         [--c2-grid 0.01 0.1 1] [--upos] [--quick]
-        [--rdp-optimizer adagrad] [--rdp-lr 1.0]
+        [--rdp-optimizer adagrad] [--rdp-lr 0.5] [--rdp-epochs 20]
+    python benchmarks/ud_morph.py --merge OTHER.json   # add rows run elsewhere
+
+A row id with ``@cuda`` (``exact@cuda``) fits with ``device="cuda"`` (run it
+on a GPU machine, then ``--merge`` its json here); with ``~jN``
+(``rdp10_full~j2``) with ``n_jobs=N`` threads (the same model as the row
+without it: only the fit time differs).
 
 ``--quick`` is a smoke run: 150 training sentences, 100 dev and 100 test
 sentences, c2 = 0.1 only, 10 iterations, rows exact, rdp10_full,
@@ -74,6 +80,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -196,6 +203,9 @@ def rdp_sizes(percent, n_labels):
 def parse_row(row):
     """(kind, percent, transitions) of a row id (``ROW@cuda``: the same row
     with ``device="cuda"``, skgpstruct rows only)."""
+    row, _, jobs = row.partition("~j")
+    if jobs and not jobs.isdigit():
+        raise ValueError(f"'~jN' takes a number of jobs, got {row}~j{jobs}")
     row, _, device = row.partition("@")
     if device and (device != "cuda" or row in ("crfsuite", "logreg")):
         raise ValueError(f"only skgpstruct rows take '@cuda', got {row}@{device}")
@@ -225,15 +235,18 @@ def make_model(row, c2, n_labels, args, max_iter):
         return model, {"optimizer": "lbfgs", "transitions": "none", "K": "-"}
     from skgpstruct import RandomizedCRFTagger
 
-    device = "cuda" if row.endswith("@cuda") else "cpu"
+    base, _, jobs = row.partition("~j")
+    device = "cuda" if "@cuda" in base else "cpu"
+    n_jobs = int(jobs) if jobs else None
     if kind == "exact":
-        model = RandomizedCRFTagger(c2=c2, max_iter=max_iter, device=device)
+        model = RandomizedCRFTagger(c2=c2, max_iter=max_iter, device=device, n_jobs=n_jobs)
         return model, {"optimizer": "lbfgs", "transitions": "full", "K": "all"}
     K, K1, K2 = rdp_sizes(percent, n_labels)
     model = RandomizedCRFTagger(
         n_top=K1, n_sampled=K2, c2=c2, transitions=transitions,
         optimizer=args.rdp_optimizer, learning_rate=args.rdp_lr,
-        max_iter=min(max_iter, args.rdp_epochs), random_state=0, device=device)
+        max_iter=min(max_iter, args.rdp_epochs), random_state=0, device=device,
+        n_jobs=n_jobs)
     tr = transitions if transitions == "full" else f"low_rank (r={model.rank})"
     return model, {"optimizer": f"{args.rdp_optimizer} (lr {args.rdp_lr:g})",
                    "transitions": tr, "K": f"{K} ({K1}+{K2})"}
@@ -495,6 +508,25 @@ def plot(payload, path):
 
 
 # ---------------------------------------------------------------- main
+def merge(other_path, quick):
+    """Copy every row (and its machine) of ``other_path`` into the results."""
+    name = "ud_morph_quick" if quick else "ud_morph"
+    json_path = RESULTS_DIR / f"{name}.json"
+    payload = json.loads(json_path.read_text())
+    other = json.loads(Path(other_path).read_text())
+    for task, entry in other.get("tasks", {}).items():
+        mine = payload.setdefault("tasks", {}).setdefault(task, {"rows": {}})
+        mine.setdefault("data", entry.get("data"))
+        mine.setdefault("rows", {}).update(entry.get("rows", {}))
+    payload.setdefault("machines", {}).update(other.get("machines", {}))
+    json_path.write_text(json.dumps(payload, indent=2))
+    text = render(payload, quick)
+    (RESULTS_DIR / f"{name}.md").write_text(text)
+    plot(payload, RESULTS_DIR / f"{name}.png")
+    print(text)
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", nargs="+", default=None,
@@ -508,6 +540,9 @@ def main(argv=None):
     parser.add_argument("--rdp-lr", type=float, default=RDP_LR)
     parser.add_argument("--rdp-epochs", type=int, default=RDP_EPOCHS,
                         help="epochs of the randomized rows (default %(default)s)")
+    parser.add_argument("--merge", metavar="JSON",
+                        help="copy the rows of another results file (e.g. @cuda rows run on a "
+                             "GPU machine) into this one and re-render; runs nothing")
     parser.add_argument("--_one", nargs=2, metavar=("ROW", "C2"), help=argparse.SUPPRESS)
     parser.add_argument("--_out", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -515,6 +550,9 @@ def main(argv=None):
     if args._one:
         run_one(args._one[0], float(args._one[1]), args)
         return 0
+
+    if args.merge:
+        return merge(args.merge, args.quick)
 
     task = "upos" if args.upos else "upos_feats"
     rows = args.rows or (list(QUICK_ROWS) if args.quick else list(ALL_ROWS))
@@ -541,7 +579,7 @@ def main(argv=None):
     entry["data"] = stats
     entry.setdefault("rows", {})
     info = machine_info()
-    if any(r.endswith("@cuda") for r in rows):
+    if any("@cuda" in r for r in rows):
         from numba import cuda
 
         name = cuda.get_current_device().name

@@ -33,6 +33,9 @@ __all__ = ["RandomizedCRFTagger"]
 # Sequences per unit of parallel work. Fixed (not derived from n_jobs) so
 # that sums are taken in the same order whatever n_jobs is.
 _CHUNK_SEQUENCES = 32
+# The same for the row-sparse (AdaGrad) path, whose minibatches (32
+# sequences by default) are one chunk each at 32: 16 lets n_jobs=2 share one.
+_SPARSE_CHUNK_SEQUENCES = 16
 
 
 def _active_features(X):
@@ -390,7 +393,9 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         W, b, trans = self._unpack(theta, n_rows)
         W_rows = W[rows]
         U = np.asarray(Xc @ W_rows) + b
-        self._check_finite(W_rows, b, U, *(trans if isinstance(trans, tuple) else (trans,)))
+        # every row of W_rows meets a stored entry of Xc: a non-finite weight
+        # makes U non-finite (0 * inf is NaN)
+        self._check_finite(b, U, *(trans if isinstance(trans, tuple) else (trans,)))
         loss, gU, g_trans = self._potential_loss_grad(U, data, trans, seeds)
         g_rows = np.asarray(Xc.T @ gU)
         return loss, rows, g_rows, np.concatenate([gU.sum(axis=0)] + g_trans)
@@ -398,9 +403,9 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     def _sparse_loss_grad(self, theta, data, seeds, n_rows, parallel):
         """Summed loss and row-sparse gradient of all sequences of ``data``
         (chunks in fixed order, merged on the union of their rows)."""
-        starts = range(0, data.n_sequences, _CHUNK_SEQUENCES)
-        jobs = [(np.arange(i, min(i + _CHUNK_SEQUENCES, data.n_sequences)),
-                 seeds[i : i + _CHUNK_SEQUENCES]) for i in starts]
+        size = _SPARSE_CHUNK_SEQUENCES
+        jobs = [(np.arange(i, min(i + size, data.n_sequences)), seeds[i : i + size])
+                for i in range(0, data.n_sequences, size)]
 
         def run(chunk, chunk_seeds):
             return self._chunk_sparse_loss_grad(theta, data.subset(chunk), chunk_seeds,
@@ -589,7 +594,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         cuts = self._layout(n_rows)
         opt = ProximalAdaGrad(self._learning_rate_, n_rows=n_rows,
                               n_cols=len(self.classes_), weight_decay=2.0 * self.c2 / n,
-                              undecayed=(int(cuts[1]), int(cuts[2])))
+                              undecayed=(int(cuts[1]), int(cuts[2])), parallel=parallel)
 
         def step(t, idx, seeds):
             batch = data.subset(idx)

@@ -161,3 +161,25 @@ def test_adagrad_epoch_value_includes_the_penalty(chain_data):
     assert np.abs(big.coef_).max() < np.abs(small.coef_).max()
     penalty = 1e3 * (np.sum(big.coef_ ** 2) + np.sum(big.transition_ ** 2))
     assert big.loss_history_[-1] > penalty
+
+
+def test_rows_split_over_threads_give_identical_steps():
+    from joblib import Parallel
+
+    rng = np.random.default_rng(5)
+    n_rows, n_cols = 400, 3
+    x0 = rng.normal(size=n_rows * n_cols + 2)
+    kwargs = dict(n_rows=n_rows, n_cols=n_cols, weight_decay=0.2)
+    one = ProximalAdaGrad(0.4, **kwargs)
+    with Parallel(n_jobs=2, prefer="threads") as parallel:
+        two = ProximalAdaGrad(0.4, parallel=parallel, **kwargs)
+        x1, x2 = x0.copy(), x0.copy()
+        for _ in range(15):
+            rows = np.sort(rng.choice(n_rows, size=300, replace=False))  # > 2 x 64: split
+            g = RowSparseGradient(rows, rng.normal(size=(300, n_cols)), rng.normal(size=2))
+            one.step(x1, g)
+            two.step(x2, g)
+        one.synchronize(x1)
+        two.synchronize(x2)
+    np.testing.assert_array_equal(x1, x2)
+    assert not np.array_equal(x1, x0)
