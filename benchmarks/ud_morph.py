@@ -453,6 +453,11 @@ def render(payload, quick):
 
 
 NOTES = [
+    "Rows ROW@cuda: the same model with device='cuda', run on another machine (its "
+    "'Machine of' line below: fit seconds are that machine's) and merged with --merge; "
+    "rows ROW~jN: n_jobs=N threads, the same model as ROW (identical accuracy). Both "
+    "were run at one c2 (--c2-grid): ~jN at the c2 chosen for ROW, @cuda at c2=0.01 "
+    "(run before the CPU rows had chosen theirs).",
     "Features: WordFeatures() defaults, fitted on train, the same CSR features for "
     "every model (crfsuite: each token as the dict {feature name: value} of its "
     "non-zero columns).",
@@ -487,21 +492,22 @@ def plot(payload, path):
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for task, marker in (("upos_feats", "o"), ("upos", "s")):
-        entry = payload["tasks"].get(task)
-        if not entry:
-            continue
-        for r in table_rows(entry):
-            if "fit s" not in r:
+    tasks = [t for t in TASKS if payload["tasks"].get(t)]
+    if not tasks:
+        return
+    fig, axes = plt.subplots(1, len(tasks), figsize=(6 * len(tasks), 4.5), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for r in table_rows(payload["tasks"][task]):
+            # rows of this machine, one thread (not @cuda / ~jN)
+            if "fit s" not in r or "@" in r["row"] or "~" in r["row"]:
                 continue
-            ax.scatter(r["fit s"], r["test acc %"], marker=marker)
-            ax.annotate(f"{r['row']} ({task})", (r["fit s"], r["test acc %"]),
-                        fontsize=7, xytext=(3, 3), textcoords="offset points")
-    ax.set_xscale("log")
-    ax.set_xlabel("fit seconds (log)")
-    ax.set_ylabel("test token accuracy %")
-    ax.set_title("UD hu_szeged: accuracy vs fit time")
+            ax.scatter(r["fit s"], r["test acc %"])
+            ax.annotate(r["row"], (r["fit s"], r["test acc %"]), fontsize=7,
+                        xytext=(3, 3), textcoords="offset points")
+        ax.set_xscale("log")
+        ax.set_xlabel("fit seconds (log)")
+        ax.set_ylabel("test token accuracy %")
+        ax.set_title(f"{TASKS[task]}: accuracy vs fit time")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
