@@ -174,6 +174,12 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     device_ : {"cpu", "cuda"}
         The device ``fit`` resolved ``device`` to; ``predict`` and
         ``predict_marginals`` use it too (the CPU when no GPU is usable).
+    state_features_ : dict
+        ``{(feature index, label): weight}`` of the non-zero unary weights
+        (sklearn-crfsuite's view; see :mod:`skgpstruct.inspection` for
+        names and :func:`~skgpstruct.inspection.top_features`).
+    transition_features_ : dict
+        ``{(label_from, label_to): weight}``.
 
     See Also
     --------
@@ -606,6 +612,24 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                           batch_size=self.batch_size, rng=rng,
                           desc="RandomizedCRFTagger",
                           epoch_value=lambda t: self._penalty_value(t, cuts))
+
+    # ------------------------------------------------------------ inspect
+    @property
+    def state_features_(self):
+        """``{(feature index, label): weight}`` of the non-zero unary weights,
+        as sklearn-crfsuite's ``state_features_`` (names:
+        :func:`skgpstruct.inspection.state_features`)."""
+        from .inspection import state_features
+
+        return state_features(self)
+
+    @property
+    def transition_features_(self):
+        """``{(label_from, label_to): weight}``, as sklearn-crfsuite's
+        ``transition_features_``."""
+        from .inspection import transition_features
+
+        return transition_features(self)
 
     # -------------------------------------------------------------- predict
     def _unary(self, data):
