@@ -55,6 +55,7 @@ __all__ = [
     "neg_marginal_brier_score",
     "neg_expected_calibration_error",
     "SCORERS",
+    "get_scorer",
 ]
 
 
@@ -406,3 +407,55 @@ SCORERS = {
     "neg_marginal_brier_score": neg_marginal_brier_score,
     "neg_expected_calibration_error": neg_expected_calibration_error,
 }
+
+
+def get_scorer(scoring):
+    """The scorer(s) of the package by name, for ``cross_validate`` and
+    ``GridSearchCV``.
+
+    scikit-learn resolves ``scoring="name"`` from its own registry only, which
+    cannot be extended, and its scorers do not read lists of sequences;
+    ``scoring=get_scorer("flat_accuracy")`` is the way to name ours.
+
+    Parameters
+    ----------
+    scoring : str, callable, or list / tuple / set of str
+        A key of :data:`SCORERS` (``"flat_accuracy"``, ``"token_error"``,
+        ``"sequence_accuracy"``, ``"chunk_f1"``, ``"neg_marginal_log_loss"``,
+        ``"neg_marginal_brier_score"``, ``"neg_expected_calibration_error"``),
+        a scorer (returned as it is), or several names (multi-metric).
+
+    Returns
+    -------
+    scorer : callable or dict
+        The scorer, or ``{name: scorer}`` for several names (what
+        ``cross_validate(scoring=...)`` takes for several metrics).
+
+    Raises
+    ------
+    ValueError
+        For a name that is not a key of :data:`SCORERS` (the message lists
+        them).
+
+    Examples
+    --------
+    >>> from sklearn.model_selection import cross_validate
+    >>> from skgpstruct import RandomizedCRFTagger
+    >>> from skgpstruct.datasets import make_chain_data
+    >>> from skgpstruct.metrics import get_scorer
+    >>> X, y = make_chain_data(n_sequences=40, n_classes=3, random_state=0)
+    >>> scores = cross_validate(RandomizedCRFTagger(), X, y, cv=2,
+    ...                        scoring=get_scorer(["flat_accuracy", "sequence_accuracy"]))
+    >>> sorted(k for k in scores if k.startswith("test_"))
+    ['test_flat_accuracy', 'test_sequence_accuracy']
+    """
+    if callable(scoring):
+        return scoring
+    if isinstance(scoring, (list, tuple, set, frozenset)):
+        return {name: get_scorer(name) for name in scoring}
+    if isinstance(scoring, str) and scoring in SCORERS:
+        return SCORERS[scoring]
+    raise ValueError(
+        f"{scoring!r} is not a skgpstruct scorer; choose from {sorted(SCORERS)} (or pass "
+        "a scorer made with sklearn.metrics.make_scorer on one of the metrics)."
+    )

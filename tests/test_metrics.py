@@ -122,3 +122,26 @@ def test_scorers_on_sequences():
     assert SCORERS["token_error"](est, None, Y_TRUE) == pytest.approx(-100 * 2 / 9)
     assert SCORERS["sequence_accuracy"](est, None, Y_TRUE) == pytest.approx(1 / 3)
     assert 0 < SCORERS["chunk_f1"](est, None, Y_TRUE) < 1
+
+
+def test_get_scorer_by_name_list_and_callable():
+    from sklearn.model_selection import GridSearchCV
+
+    from skgpstruct import RandomizedCRFTagger
+    from skgpstruct.datasets import make_chain_data
+    from skgpstruct.metrics import SCORERS, flat_accuracy_score, get_scorer
+
+    assert get_scorer("flat_accuracy") is SCORERS["flat_accuracy"]
+    assert get_scorer(["chunk_f1", "token_error"]) == {
+        "chunk_f1": SCORERS["chunk_f1"], "token_error": SCORERS["token_error"]}
+    assert get_scorer(flat_accuracy_score) is flat_accuracy_score
+    with pytest.raises(ValueError, match="flat_accuracy"):
+        get_scorer("accuracy")
+    with pytest.raises(ValueError, match="not a skgpstruct scorer"):
+        get_scorer(3)
+    X, y = make_chain_data(n_sequences=40, n_classes=3, random_state=0)
+    grid = GridSearchCV(RandomizedCRFTagger(), {"c2": [0.01, 1.0]}, cv=2,
+                        scoring=get_scorer("flat_accuracy")).fit(X, y)
+    # the token accuracy of each fold (a fraction), not sklearn's own scorer
+    assert grid.best_score_ == pytest.approx(max(grid.cv_results_["mean_test_score"]))
+    assert 0.0 < grid.best_score_ <= 1.0
