@@ -51,7 +51,15 @@ import math
 import numpy as np
 from numba import njit
 
-from ._exact_kernels import _fb_core, _fold, _forward_core, _ll_grad_core, _load, _path_score
+from ._exact_kernels import (
+    _fb_core,
+    _fold,
+    _forward_core,
+    _ll_grad_core,
+    _load,
+    _max_length,
+    _path_score,
+)
 
 _NEG_INF = -np.inf
 _SAFE_RANGE = 300.0
@@ -288,14 +296,6 @@ def _forward_kernel(U, B, start, end, y, fell):
 
 
 # ------------------------------------------------------------- ragged kernels
-@njit(cache=True, nogil=True)
-def _max_length(offsets):
-    T_max = 0
-    for n in range(offsets.shape[0] - 1):
-        T_max = max(T_max, offsets[n + 1] - offsets[n])
-    return T_max
-
-
 @njit(cache=True, nogil=True)
 def _fb_ragged_kernel(U, offsets, B, start, end, y, unary, pairwise, fell):
     """As ``_exact_kernels._fb_ragged_kernel``, one sequence at a time in
