@@ -27,6 +27,19 @@ def _check_float_dtype(dtype):
     return dtype
 
 
+def _vocabulary_from_counts(counts, min_freq):
+    """``(vocabulary_, feature_counts_)`` of the features counted at least
+    ``min_freq`` times, in sorted name order; ValueError if none is."""
+    names = sorted(f for f, c in counts.items() if c >= min_freq)
+    if not names:
+        raise ValueError(
+            f"No feature occurs at least min_freq={min_freq} times in "
+            "the training data."
+        )
+    vocabulary = {f: i for i, f in enumerate(names)}
+    return vocabulary, np.array([counts[f] for f in names], dtype=np.int64)
+
+
 def _check_sequence_list(X, what):
     """The outer list of sequences: a list-like, not a string or 2-D array."""
     message = (

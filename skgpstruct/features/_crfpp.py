@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval
 
 from ..datasets._loaders import _read_text
-from ._common import _check_sequence_list, _SequenceFeatures
+from ._common import _check_sequence_list, _SequenceFeatures, _vocabulary_from_counts
 
 __all__ = ["CRFppTemplate"]
 
@@ -373,14 +373,7 @@ class CRFppTemplate(_SequenceFeatures, auto_wrap_output_keys=None):
         for per_line in expanded:
             for strings in per_line:
                 counts.update(strings)
-        names = sorted(f for f, c in counts.items() if c >= self.min_freq)
-        if not names:
-            raise ValueError(
-                f"No feature occurs at least min_freq={self.min_freq} times in "
-                "the training data."
-            )
-        self.vocabulary_ = {f: i for i, f in enumerate(names)}
-        self.feature_counts_ = np.array([counts[f] for f in names], dtype=np.int64)
+        self.vocabulary_, self.feature_counts_ = _vocabulary_from_counts(counts, self.min_freq)
 
     def _transform_read(self, expanded):
         get = self.vocabulary_.get

@@ -18,7 +18,12 @@ from sklearn.utils import murmurhash3_32
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import check_is_fitted
 
-from ._common import _check_float_dtype, _check_sequence_list, _SequenceFeatures
+from ._common import (
+    _check_float_dtype,
+    _check_sequence_list,
+    _SequenceFeatures,
+    _vocabulary_from_counts,
+)
 
 __all__ = ["WordFeatures"]
 
@@ -322,15 +327,8 @@ class WordFeatures(_SequenceFeatures, auto_wrap_output_keys=None):
                 for name in _neighbour_names(form, d, n_suffix):
                     counts[name] += c
         counts["is_first"] = counts["is_last"] = len(X)
-        names = sorted(f for f, c in counts.items() if c >= self.min_freq)
-        if not names:
-            raise ValueError(
-                f"No feature occurs at least min_freq={self.min_freq} times in "
-                "the training data."
-            )
-        self.vocabulary_ = {f: i for i, f in enumerate(names)}
-        self.feature_counts_ = np.array([counts[f] for f in names], dtype=np.int64)
-        self.n_features_out_ = len(names)
+        self.vocabulary_, self.feature_counts_ = _vocabulary_from_counts(counts, self.min_freq)
+        self.n_features_out_ = len(self.vocabulary_)
 
     # ---------------------------------------------------------- transforming
     def _transform_read(self, X):
@@ -415,12 +413,7 @@ class WordFeatures(_SequenceFeatures, auto_wrap_output_keys=None):
             with hashing).
         """
         if self.n_features is None:
-            check_is_fitted(self, "vocabulary_")
-            if self.vocabulary_ is None:
-                raise NotFittedError(
-                    "This WordFeatures was fitted with feature hashing "
-                    "(n_features set); fit it again to learn a vocabulary."
-                )
+            self._check_vocabulary()
         else:  # stateless: check the parameters fit would have checked
             self._validate_params()
             _check_float_dtype(self.dtype)
@@ -446,10 +439,14 @@ class WordFeatures(_SequenceFeatures, auto_wrap_output_keys=None):
             self._validate_params()
             return np.array([f"hash_{i}" for i in range(self.n_features)],
                             dtype=object)
+        self._check_vocabulary()
+        return super().get_feature_names_out(input_features)
+
+    def _check_vocabulary(self):
+        """NotFittedError unless fitted with a vocabulary (not with hashing)."""
         check_is_fitted(self, "vocabulary_")
         if self.vocabulary_ is None:
             raise NotFittedError(
-                "This WordFeatures was fitted with feature hashing; it has no "
-                "vocabulary to name the columns."
+                "This WordFeatures was fitted with feature hashing (n_features "
+                "set): it has no vocabulary; fit it again to learn one."
             )
-        return super().get_feature_names_out(input_features)
