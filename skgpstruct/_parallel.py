@@ -12,7 +12,7 @@ estimators and imports none of them.
 import numpy as np
 from joblib import delayed
 
-__all__ = ["chunked_sum"]
+__all__ = ["chunked_sum", "map_chunks"]
 
 
 def _add(total, part):
@@ -35,6 +35,42 @@ def _own(value):
     if isinstance(value, np.ndarray):
         return np.array(value, dtype=np.float64)
     return value
+
+
+def map_chunks(func, seq_idx, seeds, *, chunk_size, parallel=None):
+    """``[func(chunk, chunk_seeds) for each fixed chunk of seq_idx]``, in
+    chunk order, run on ``parallel``'s threads when there are several chunks.
+
+    Parameters
+    ----------
+    func, seq_idx, seeds, chunk_size, parallel
+        As in :func:`chunked_sum`.
+
+    Returns
+    -------
+    results : list
+        One result per chunk ``seq_idx[i:i + chunk_size]``, in order.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> map_chunks(lambda c, s: c.tolist(), np.arange(5), np.zeros(5), chunk_size=2)
+    [[0, 1], [2, 3], [4]]
+    """
+    seq_idx = np.asarray(seq_idx)
+    seeds = np.asarray(seeds)
+    if seq_idx.shape[0] != seeds.shape[0]:
+        raise ValueError(
+            f"seq_idx and seeds must have the same length, got {seq_idx.shape[0]} "
+            f"and {seeds.shape[0]}."
+        )
+    if seq_idx.shape[0] == 0:
+        raise ValueError("chunks need at least one sequence.")
+    starts = range(0, seq_idx.shape[0], int(chunk_size))
+    jobs = [(seq_idx[i : i + chunk_size], seeds[i : i + chunk_size]) for i in starts]
+    if parallel is None or len(jobs) == 1:
+        return [func(c, s) for c, s in jobs]
+    return list(parallel(delayed(func)(c, s) for c, s in jobs))
 
 
 def chunked_sum(func, seq_idx, seeds, *, chunk_size, parallel=None):
@@ -69,21 +105,7 @@ def chunked_sum(func, seq_idx, seeds, *, chunk_size, parallel=None):
     >>> chunked_sum(f, np.arange(5), np.zeros(5), chunk_size=2)
     (10.0, array([5., 5.]))
     """
-    seq_idx = np.asarray(seq_idx)
-    seeds = np.asarray(seeds)
-    if seq_idx.shape[0] != seeds.shape[0]:
-        raise ValueError(
-            f"seq_idx and seeds must have the same length, got {seq_idx.shape[0]} "
-            f"and {seeds.shape[0]}."
-        )
-    if seq_idx.shape[0] == 0:
-        raise ValueError("chunked_sum needs at least one sequence.")
-    starts = range(0, seq_idx.shape[0], int(chunk_size))
-    jobs = [(seq_idx[i : i + chunk_size], seeds[i : i + chunk_size]) for i in starts]
-    if parallel is None or len(jobs) == 1:
-        results = [func(c, s) for c, s in jobs]
-    else:
-        results = parallel(delayed(func)(c, s) for c, s in jobs)
+    results = map_chunks(func, seq_idx, seeds, chunk_size=chunk_size, parallel=parallel)
     total = tuple(_own(part) for part in results[0])
     for result in results[1:]:  # fixed order: deterministic sums
         total = tuple(_add(t, part) for t, part in zip(total, result))

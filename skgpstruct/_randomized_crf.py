@@ -15,13 +15,13 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import delayed
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
+from ._parallel import map_chunks
 from ._sequences import SequenceData
 from ._sparse_optim import ProximalAdaGrad, RowSparseGradient
 from .chain import randomized as rdp
@@ -382,13 +382,10 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         :func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged`
         (sequence ``n`` draws its sub-lattice from ``seeds[n]``).
         """
-        W, b, trans = self._unpack(theta, data.X_flat.shape[1])
-        U = np.asarray(data.X_flat @ W) + b
-        self._check_finite(theta, U)
-        loss, gU, g_trans = self._potential_loss_grad(U, data, trans, seeds)
-        gW = np.asarray(data.X_flat.T @ gU)
-        gb = gU.sum(axis=0)
-        return loss, np.concatenate([gW.ravel(), gb] + g_trans)
+        self._check_finite(theta)
+        loss, g, rest = self._chunk_potential_grad(theta, data, seeds)
+        gW = np.asarray(data.X_flat.T @ g) if sp.issparse(data.X_flat) else g
+        return loss, np.concatenate([gW.ravel(), rest])
 
     def _chunk_sparse_loss_grad(self, theta, data, seeds, n_rows):
         """:meth:`_chunk_loss_grad` with the weight gradient kept on the rows
@@ -409,18 +406,11 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     def _sparse_loss_grad(self, theta, data, seeds, n_rows, parallel):
         """Summed loss and row-sparse gradient of all sequences of ``data``
         (chunks in fixed order, merged on the union of their rows)."""
-        size = _SPARSE_CHUNK_SEQUENCES
-        jobs = [(np.arange(i, min(i + size, data.n_sequences)), seeds[i : i + size])
-                for i in range(0, data.n_sequences, size)]
-
-        def run(chunk, chunk_seeds):
-            return self._chunk_sparse_loss_grad(theta, data.subset(chunk), chunk_seeds,
-                                                n_rows)
-
-        if parallel is None or len(jobs) == 1:
-            parts = [run(c, s) for c, s in jobs]
-        else:
-            parts = parallel(delayed(run)(c, s) for c, s in jobs)
+        parts = map_chunks(
+            lambda chunk, chunk_seeds: self._chunk_sparse_loss_grad(
+                theta, data.subset(chunk), chunk_seeds, n_rows),
+            np.arange(data.n_sequences), seeds, chunk_size=_SPARSE_CHUNK_SEQUENCES,
+            parallel=parallel)
         if len(parts) == 1:
             loss, rows, g_rows, rest = parts[0]
             return loss, RowSparseGradient(rows, g_rows, rest)
@@ -456,19 +446,12 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         self._check_finite(theta)
         on_gpu = getattr(self, "device_", "cpu") == "cuda"
         sub = data.subset(seq_idx)
-        seeds = np.asarray(seeds)
         n = sub.n_sequences
-        size = n if on_gpu else _CHUNK_SEQUENCES
-        jobs = [(np.arange(i, min(i + size, n)), seeds[i : i + size])
-                for i in range(0, n, size)]
-
-        def run(chunk, chunk_seeds):
-            return self._chunk_potential_grad(theta, sub.subset(chunk), chunk_seeds)
-
-        if on_gpu or parallel is None or len(jobs) == 1:
-            parts = [run(c, s) for c, s in jobs]
-        else:
-            parts = parallel(delayed(run)(c, s) for c, s in jobs)
+        parts = map_chunks(
+            lambda chunk, chunk_seeds: self._chunk_potential_grad(
+                theta, sub.subset(chunk), chunk_seeds),
+            np.arange(n), seeds, chunk_size=n if on_gpu else _CHUNK_SEQUENCES,
+            parallel=None if on_gpu else parallel)
         loss, rest = parts[0][0], parts[0][2].copy()
         for part_loss, _, part_rest in parts[1:]:  # fixed order
             loss += part_loss
