@@ -514,22 +514,40 @@ def plot(payload, path):
 
 
 # ---------------------------------------------------------------- main
-def merge(other_path, quick):
-    """Copy every row (and its machine) of ``other_path`` into the results."""
+def save(tasks, machines, quick, notes=None):
+    """Merge ``tasks`` (``{task: {"data": ..., "rows": {row: ...}}}``) and
+    ``machines`` into the results file as it is now (another process may have
+    written rows meanwhile), then write its json, markdown and plot."""
     name = "ud_morph_quick" if quick else "ud_morph"
     json_path = RESULTS_DIR / f"{name}.json"
-    payload = json.loads(json_path.read_text())
-    other = json.loads(Path(other_path).read_text())
-    for task, entry in other.get("tasks", {}).items():
-        mine = payload.setdefault("tasks", {}).setdefault(task, {"rows": {}})
-        mine.setdefault("data", entry.get("data"))
+    payload = {}
+    if json_path.exists():
+        try:
+            payload = json.loads(json_path.read_text())
+        except ValueError:
+            print(f"ud_morph: {json_path} is not valid json; starting afresh",
+                  file=sys.stderr)
+    for task, entry in tasks.items():
+        mine = payload.setdefault("tasks", {}).setdefault(task, {})
+        if entry.get("data") is not None:
+            mine["data"] = entry["data"]
         mine.setdefault("rows", {}).update(entry.get("rows", {}))
-    payload.setdefault("machines", {}).update(other.get("machines", {}))
+    payload.setdefault("machines", {}).update(machines)
+    payload["title"] = "UD Hungarian-Szeged morphological tagging"
+    if notes is not None or "notes" not in payload:
+        payload["notes"] = NOTES if notes is None else notes
+    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(payload, indent=2))
     text = render(payload, quick)
     (RESULTS_DIR / f"{name}.md").write_text(text)
     plot(payload, RESULTS_DIR / f"{name}.png")
     print(text)
+
+
+def merge(other_path, quick):
+    """Copy every row (and its machine) of ``other_path`` into the results."""
+    other = json.loads(Path(other_path).read_text())
+    save(other.get("tasks", {}), other.get("machines", {}), quick)
     return 0
 
 
@@ -570,20 +588,8 @@ def main(argv=None):
     stats = unseen_stats(data)
     del data
 
-    name = "ud_morph_quick" if args.quick else "ud_morph"
-    json_path = RESULTS_DIR / f"{name}.json"
-    payload = {"tasks": {}, "machines": {}}
-    if json_path.exists():
-        try:
-            payload = json.loads(json_path.read_text())
-        except ValueError:
-            print(f"ud_morph: {json_path} is not valid json; starting afresh",
-                  file=sys.stderr)
-    payload.setdefault("tasks", {}).setdefault(task, {"rows": {}})
-    payload.setdefault("machines", {})
-    entry = payload["tasks"][task]
-    entry["data"] = stats
-    entry.setdefault("rows", {})
+    entry = {"data": stats, "rows": {}}
+    machines = {}
     info = machine_info()
     if any("@cuda" in r for r in rows):
         from numba import cuda
@@ -611,36 +617,14 @@ def main(argv=None):
                          "dev acc per c2": {f"{p['c2']:g}": p.get("dev acc") for p in per}}
             if ok:
                 row_entry["best"] = max(ok, key=lambda p: p["dev acc"])  # first on ties
-            payload["machines"][f"{task}/{r}"] = info
+            machines[f"{task}/{r}"] = info
             entry["rows"][r] = row_entry
     elapsed = time.perf_counter() - start
 
-    # Another process may have written rows meanwhile: merge ours into the
-    # file as it is now.
-    if json_path.exists():
-        try:
-            current = json.loads(json_path.read_text())
-        except ValueError:
-            current = None
-        if current is not None:
-            current.setdefault("tasks", {}).setdefault(task, {"rows": {}})
-            current.setdefault("machines", {})
-            current["tasks"][task]["data"] = stats
-            current["tasks"][task].setdefault("rows", {}).update(
-                {r: entry["rows"][r] for r in rows})
-            current["machines"].update({f"{task}/{r}": info for r in rows})
-            payload = current
-    payload["title"] = "UD Hungarian-Szeged morphological tagging"
-    payload["notes"] = NOTES + ([
+    save({task: entry}, machines, args.quick, notes=NOTES + ([
         f"--quick: first {QUICK_SIZES[0]} training sentences, {QUICK_SIZES[1]} dev, "
         f"{QUICK_SIZES[2]} test; max_iter / max_iterations {QUICK_MAX_ITER}."
-    ] if args.quick else [f"max_iter / max_iterations {MAX_ITER}."])
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(payload, indent=2))
-    text = render(payload, args.quick)
-    (RESULTS_DIR / f"{name}.md").write_text(text)
-    plot(payload, RESULTS_DIR / f"{name}.png")
-    print(text)
+    ] if args.quick else [f"max_iter / max_iterations {MAX_ITER}."]))
     print(f"ud_morph: {len(rows)} rows in {elapsed:.0f} s")
     return 0
 
