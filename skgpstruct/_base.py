@@ -1,8 +1,9 @@
 """What the sequence taggers share: the fit loop and the sklearn surface.
 
 - :class:`ConvergenceMonitor` records the minimised objective after every
-  L-BFGS iteration or epoch, prints it when verbose and applies the one
-  stopping rule of the stochastic optimisers.
+  L-BFGS iteration or epoch, logs it (and draws a progress bar) when
+  verbose and applies the one stopping rule of the stochastic optimisers.
+  What a verbose fit shows, and where, is in :mod:`skgpstruct._logging`.
 - :func:`fit_lbfgs` and :func:`fit_epochs` drive L-BFGS-B and the epochs of
   minibatch optimisers (Adam, SGD, SAGA) on a flat parameter vector.
 - :class:`SequenceTaggerMixin` holds the common parameter constraints, the
@@ -10,7 +11,7 @@
   device, cross-parameter checks), ``score`` and the sklearn tags.
 """
 
-import sys
+import time
 from numbers import Integral, Real
 
 import numpy as np
@@ -21,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._decoders import decode
 from ._device import resolve_device
+from ._logging import current_fit, fit_logging, iteration_level, logger, progress_bar
 from ._sequences import SequenceData
 from .chain.backend import get_backend
 from .metrics import flat_accuracy_score
@@ -71,6 +73,14 @@ class ConvergenceMonitor:
     ``max_iter``. L-BFGS keeps scipy's own rule (``ftol = gtol = tol``); the
     monitor only records and reports its iterations.
 
+    When ``verbose``, every report is logged to the ``"skgpstruct"`` logger
+    (at DEBUG for ``verbose=1``, INFO above) as
+    ``"<unit> <k>: <label> <value>"`` and advances a tqdm bar on stderr
+    (drawn only when stderr is a terminal); :meth:`finish` logs the outcome
+    at INFO. The optimiser loops call :meth:`start` and :meth:`finish`; a
+    loop that only calls :meth:`report` gets its bar started on the first
+    report and closed by the estimator's ``fit``.
+
     Parameters
     ----------
     tol : float
@@ -78,23 +88,27 @@ class ConvergenceMonitor:
     max_iter : int
         Most iterations / epochs.
     verbose : int, default=0
-        Print one line per iteration / epoch to stderr:
-        ``"<unit> <k>: <label> <value>"``.
+        0: log nothing.
     label : str, default="loss"
-        Name printed before the value.
+        Name logged before the value.
     sign : float, default=1.0
-        Factor of the printed value (-1 prints an ELBO for a negative ELBO).
+        Factor of the logged value (-1 logs an ELBO for a negative ELBO).
     unit : {"iter", "epoch"}, default="epoch"
-        Word printed before the iteration number.
+        Word logged before the iteration number.
+    name : str, default=None
+        Label of the progress bar (the estimator's class name).
 
     Attributes
     ----------
     history : list of float
-        The reported objective values, in order.
+        The reported objective values, in order (the estimators'
+        ``loss_curve_``).
     iter : int
         Number of values reported (L-BFGS: scipy's iteration count).
     converged : bool
         Whether the stopping rule (or, for L-BFGS, scipy) ended the run.
+    optimizer : str or None
+        Name of the optimiser given to :meth:`start`, for the log.
 
     Examples
     --------
@@ -108,21 +122,44 @@ class ConvergenceMonitor:
 
     patience = 2  # epochs in a row under tol
 
-    def __init__(self, tol, max_iter, verbose=0, *, label="loss", sign=1.0, unit="epoch"):
+    def __init__(self, tol, max_iter, verbose=0, *, label="loss", sign=1.0, unit="epoch",
+                 name=None):
         self.tol = tol
         self.max_iter = max_iter
-        self.verbose = verbose
+        self.verbose = int(verbose or 0)
         self.label = label
         self.sign = sign
         self.unit = unit
+        self.name = name
+        self.optimizer = None
         self.history = []
         self.iter = 0
         self.converged = False
         self._settled = 0
         self._bar = None
+        self._started = False
+
+    def start(self, optimizer=None, *, unit=None, desc=None):
+        """Begin a run: name the optimiser and, when verbose, open the bar.
+
+        Parameters
+        ----------
+        optimizer : str, default=None
+            Its name in the log (``"L-BFGS"``, ``"Adam"``...).
+        unit : {"iter", "epoch"}, default=None
+            Sets ``unit`` (None: keep it).
+        desc : str, default=None
+            Label of the bar (None: ``name``).
+        """
+        if unit is not None:
+            self.unit = unit
+        self.optimizer = optimizer
+        self._started = True
+        if self.verbose and self._bar is None:
+            self._bar = progress_bar(self.max_iter, desc or self.name, self.unit)
 
     def report(self, value):
-        """Record the objective after one iteration / epoch (and print it).
+        """Record the objective after one iteration / epoch (and log it).
 
         Parameters
         ----------
@@ -137,11 +174,41 @@ class ConvergenceMonitor:
         self.history.append(value)
         self.iter += 1
         if self.verbose:
-            line = f"{self.unit} {self.iter}: {self.label} {self.sign * value:.6g}"
+            if not self._started:
+                self.start()
+            shown = self.sign * value
             if self._bar is not None:
-                self._bar.write(line, file=sys.stderr)
-            else:
-                print(line, file=sys.stderr, flush=True)
+                self._bar.set_postfix_str(f"{self.label}={shown:.6g}", refresh=False)
+                self._bar.update(1)
+            logger.log(iteration_level(self.verbose), "%s %d: %s %.6g", self.unit,
+                       self.iter, self.label, shown)
+
+    def close(self):
+        """Close the bar (if any); safe to call more than once."""
+        bar, self._bar = self._bar, None
+        if bar is not None:
+            bar.close()
+
+    def finish(self):
+        """Close the bar and, when verbose, log at INFO how the run ended:
+        converged, ``max_iter`` reached or stopped early (an interrupt),
+        with the last (for a stop: the best) reported value."""
+        self.close()
+        if not self.verbose:
+            return
+        units = {"iter": "iterations", "epoch": "epochs"}.get(self.unit, self.unit + "s")
+        what = self.optimizer or "the optimizer"
+        if self.converged:
+            outcome, values = f"converged after {self.iter} {units}", self.history[-1:]
+        elif self.iter >= self.max_iter:
+            outcome = f"reached max_iter={self.max_iter} {units} without converging"
+            values = self.history[-1:]
+        else:
+            outcome = f"stopped after {self.iter} {units} (interrupted)"
+            values = [min(self.history)] if self.history else []
+        if values:
+            outcome += f"; {self.label} {self.sign * values[0]:.6g}"
+        logger.info("%s %s", what, outcome)
 
 
 def fit_lbfgs(fun, x0, monitor, *, bounds=None):
@@ -167,17 +234,20 @@ def fit_lbfgs(fun, x0, monitor, *, bounds=None):
         iterate, with a :class:`~skgpstruct.optim.FitInterruptedWarning`
         (an interrupt before it propagates).
     """
-    monitor.unit = "iter"
+    monitor.start("L-BFGS", unit="iter")
     try:
         x, n_iter, _ = minimize_lbfgs(fun, x0, max_iter=monitor.max_iter,
                                       tol=monitor.tol, callback=monitor.report,
                                       bounds=bounds)
+        converged = n_iter < monitor.max_iter
     except FitInterrupted as stop:
+        monitor.close()
         warn_interrupted("L-BFGS", stop.n_done, "iterations")
-        monitor.iter, monitor.converged = stop.n_done, False
-        return stop.x
-    monitor.iter = n_iter
-    monitor.converged = n_iter < monitor.max_iter
+        x, n_iter, converged = stop.x, stop.n_done, False
+    finally:
+        monitor.close()
+    monitor.iter, monitor.converged = n_iter, converged
+    monitor.finish()
     return x
 
 
@@ -241,7 +311,8 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
         ``(start, low, high)``: after every step ``x[start:]`` is clipped to
         the box (projected steps for bounded hyperparameters).
     desc : str, default=None
-        Label of the tqdm progress bar shown when ``monitor.verbose``.
+        Label of the tqdm progress bar shown when ``monitor.verbose`` (None:
+        ``monitor.name``).
     epoch_value : callable or None, default=None
         ``epoch_value(x) -> float`` added to the epoch's objective after its
         last step (a penalty that the steps leave out). Before it, an
@@ -259,14 +330,11 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
     """
     n = n_sequences
     batch, n_batches = minibatches(n, batch_size)
-    epochs = range(monitor.max_iter)
-    if monitor.verbose:
-        from tqdm.auto import tqdm
-
-        epochs = monitor._bar = tqdm(epochs, desc=desc, unit="epoch", file=sys.stderr)
-    best, best_value = None, np.inf
+    name = type(optimizer).__name__
+    monitor.start(name, unit="epoch", desc=desc)
+    best, best_value, interrupted = None, np.inf, False
     try:
-        for _ in epochs:
+        for _ in range(monitor.max_iter):
             order = np.arange(n) if optimizer.fixed_blocks else rng.permutation(n)
             seeds = rng.randint(SEED_MAX, size=n)
             total = 0.0
@@ -288,19 +356,19 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
             elif total < best_value:
                 best[:], best_value = x, total  # no new allocation per epoch
             if monitor.converged:
-                return x
+                break
     except KeyboardInterrupt:
         if best is None:
             raise
-        warn_interrupted(type(optimizer).__name__, monitor.iter, "epochs")
-        monitor.converged = False
+        monitor.close()
+        warn_interrupted(name, monitor.iter, "epochs")
+        monitor.converged, interrupted = False, True
         x[:] = best
-        return x
     finally:
-        if monitor._bar is not None:
-            monitor._bar.close()
-            monitor._bar = None
-    warn_max_iter(type(optimizer).__name__, monitor.max_iter, "epochs")
+        monitor.close()
+    monitor.finish()
+    if not (monitor.converged or interrupted):
+        warn_max_iter(name, monitor.max_iter, "epochs")
     return x
 
 
@@ -411,11 +479,20 @@ class SequenceTaggerMixin:
         interrupt before that, or during the final bookkeeping, or an error)
         leaves the estimator exactly as it was before the call: unfitted, or
         the previous fit.
+
+        With ``verbose``, the fit logs to the ``"skgpstruct"`` logger (see
+        ``verbose`` in the class's parameters) and draws a progress bar on
+        stderr when it is a terminal.
         """
+        start = time.perf_counter()
         state = dict(self.__dict__)
         try:
             data, warm, resolved = self._fit_setup(X, y)
-            self._fit(data, warm, resolved)
+            with fit_logging(type(self).__name__, self.verbose, start) as log:
+                log.begin(data.n_sequences, int(data.lengths.sum()), len(self.classes_),
+                          self.n_features_in_, self._optimizer_name(resolved))
+                self._fit(data, warm, resolved)
+                log.end()
         except BaseException:
             # never half-set attributes: an error (or an interrupt before the
             # first iteration) leaves the estimator as it was before fit
@@ -428,10 +505,20 @@ class SequenceTaggerMixin:
         """joblib threads over chunks of sequences (``n_jobs``)."""
         return Parallel(n_jobs=self.n_jobs, prefer="threads")
 
+    def _optimizer_name(self, resolved):
+        """The optimiser ``fit`` runs, for the log: what :meth:`_check_params`
+        resolved when it is a name (``"auto"`` resolved), else ``optimizer``."""
+        return resolved if isinstance(resolved, str) else getattr(self, "optimizer", None)
+
     def _monitor(self, label="loss", sign=1.0):
-        """A :class:`ConvergenceMonitor` with this estimator's settings."""
-        return ConvergenceMonitor(self.tol, self.max_iter, self.verbose, label=label,
-                                  sign=sign)
+        """A :class:`ConvergenceMonitor` with this estimator's settings
+        (its bar is closed when ``fit`` ends, whatever happens)."""
+        monitor = ConvergenceMonitor(self.tol, self.max_iter, self.verbose, label=label,
+                                     sign=sign, name=type(self).__name__)
+        log = current_fit()
+        if log is not None:
+            log.monitors.append(monitor)
+        return monitor
 
     # --------------------------------------------------------------- predict
     def _check_X(self, X):

@@ -204,8 +204,17 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         Seeds the inducing points, the initial means and every sample of
         training, and ``predict_seed_``.
     verbose : int, default=0
-        Print the ELBO of every iteration / epoch to stderr (and a tqdm
-        progress bar over the epochs of the stochastic optimisers).
+        0: nothing. 1: log to the ``"skgpstruct"`` logger, at INFO, the
+        fit's start (sequences, tokens, labels, optimiser), how the
+        optimiser ended (converged or ``max_iter`` reached) and the fit's
+        time, and the ELBO of every iteration / epoch at DEBUG; draw a
+        tqdm bar over the iterations / epochs of every optimiser on stderr
+        when stderr is a terminal. 2 and above: the same, with the ELBO
+        of every iteration / epoch at INFO. With no logging configured the
+        INFO records are written to stderr during ``fit``; with handlers
+        configured (``logging.basicConfig``...) they go there instead. The
+        first verbose fit in a process notes that numba compiles the
+        kernels (cached on disk for later processes).
     warm_start : bool, default=False
         Reuse the previous posterior, inducing points and kernel when
         refitting on data with the same labels and features (and the same
@@ -263,6 +272,13 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         Iterations (L-BFGS) or epochs run.
     elbo_history_ : list of float
         ELBO after every iteration / epoch.
+    loss_curve_ : list of float
+        The objective the optimiser minimised after every iteration /
+        epoch, the negative ELBO (``-elbo_history_``): lower is better, as
+        ``loss_curve_`` of :class:`~skgpstruct.RandomizedCRFTagger` and
+        sklearn's MLP. One value per iteration / epoch run
+        (``len(loss_curve_) == n_iter_``); an epoch's value is the sum of
+        its minibatches' estimates.
     predict_seed_ : int
         Drawn at the end of ``fit``. The posterior draws behind
         ``predict_marginals``, ``predict`` (``decode="marginal"``),
@@ -513,6 +529,7 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
                 x = self._fit_stochastic(objective, x, n, rng, parallel, monitor,
                                          project=project)
         self.elbo_history_ = [-value for value in monitor.history]
+        self.loss_curve_ = list(monitor.history)
         self.n_iter_ = monitor.iter
         return x
 

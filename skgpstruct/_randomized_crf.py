@@ -3,11 +3,12 @@
 Unary potentials are linear in the (sparse) token features,
 ``U_t = x_t W + b``; transitions are a full (N, N) matrix or low rank
 (``B = left @ right.T``, for label sets in the thousands). Training minimises
-``-sum_n (score(y_n) - log Z-hat_n) + c2 (||W||^2 + ||transitions||^2)``
-where ``log Z-hat`` is the exact log-partition function, or its randomized
-estimate on a sub-lattice of ``n_top`` top states plus ``n_sampled`` sampled
-states per position (Fu, Cunningham and Lapata, ICML 2022), with the gold
-label always kept in the sub-lattice.
+``-sum_n (score(y_n) - log Z-hat_n) + c1 (|W|_1 + |transitions|_1)
++ c2 (||W||^2 + ||transitions||^2)`` (CRFsuite's objective and meaning of
+``c1`` and ``c2``) where ``log Z-hat`` is the exact log-partition function,
+or its randomized estimate on a sub-lattice of ``n_top`` top states plus
+``n_sampled`` sampled states per position (Fu, Cunningham and Lapata, ICML
+2022), with the gold label always kept in the sub-lattice.
 """
 
 import contextlib
@@ -21,6 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
+from ._owlqn import fit_owlqn
 from ._parallel import map_chunks
 from ._sequences import SequenceData
 from ._sparse_optim import ProximalAdaGrad, RowSparseGradient
@@ -100,6 +102,18 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         ``left``, ``right`` of shape (N, ``rank``) (never forms N x N).
     rank : int, default=32
         Rank of low-rank transitions.
+    c1 : float, default=0.0
+        L1 coefficient: the loss adds ``c1 * ||w||_1`` over the same
+        parameters as ``c2`` (the unary weights and the transition
+        parameters, the low-rank factors when low rank; not the per-label
+        bias), as CRFsuite's ``c1``. Like ``c2`` it weighs the penalty
+        against the negative log-likelihood *summed* over the training
+        sequences, so ``c1`` and ``c2`` mean what they mean in
+        sklearn-crfsuite. With ``c1 > 0`` L-BFGS becomes OWL-QN
+        (Andrew and Gao, 2007, as in CRFsuite) and AdaGrad soft-thresholds
+        in its proximal step; both leave many weights exactly 0. Adam and
+        SGD refuse ``c1 > 0`` (a ValueError), and ``optimizer="auto"`` then
+        picks ``"adagrad"`` for the randomized loss.
     c2 : float, default=0.1
         L2 coefficient: the loss adds ``c2 * ||w||^2`` over the unary
         weights and the transition parameters (not the per-label bias), as
@@ -107,11 +121,12 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     optimizer : {"auto", "lbfgs", "adagrad", "adam", "sgd"}, default="auto"
         ``"lbfgs"`` (full batch; exact mode only), ``"adagrad"``, ``"adam"``
         or ``"sgd"`` (minibatches of sequences). ``"auto"`` picks L-BFGS in
-        exact mode and Adam otherwise. ``"adagrad"`` is proximal AdaGrad
-        (the L2 term by its proximal step), lazy on the weights of features
-        absent from a minibatch: a step costs the features the minibatch
-        uses times the labels, where Adam and SGD update every weight at
-        every step (their L2 term is dense). Use it when ``n_features x
+        exact mode (OWL-QN when ``c1 > 0``) and Adam otherwise (AdaGrad when
+        ``c1 > 0``). ``"adagrad"`` is proximal AdaGrad (the L2 and L1 terms
+        by its proximal step), lazy on the weights of features absent from a
+        minibatch: a step costs the features the minibatch uses times the
+        labels, where Adam and SGD update every weight at every step (their
+        L2 term is dense). Use it when ``n_features x
         n_labels`` is large (a treebank's word features with hundreds of
         morphological tags: about 10x less time per epoch than Adam, see
         ``benchmarks/ud_morph.py``); ``learning_rate=0.5`` suits it (a
@@ -146,8 +161,17 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         Seeds the minibatch order, the sampled states and the low-rank
         initialisation.
     verbose : int, default=0
-        Print the loss of every iteration / epoch to stderr (and a tqdm
-        progress bar over the epochs of Adam / SGD).
+        0: nothing. 1: log to the ``"skgpstruct"`` logger, at INFO, the
+        fit's start (sequences, tokens, labels, optimiser), how the
+        optimiser ended (converged or ``max_iter`` reached) and the fit's
+        time, and the loss of every iteration / epoch at DEBUG; draw a
+        tqdm bar over the iterations / epochs of every optimiser on stderr
+        when stderr is a terminal. 2 and above: the same, with the loss
+        of every iteration / epoch at INFO. With no logging configured the
+        INFO records are written to stderr during ``fit``; with handlers
+        configured (``logging.basicConfig``...) they go there instead. The
+        first verbose fit in a process notes that numba compiles the
+        kernels (cached on disk for later processes).
     warm_start : bool, default=False
         Start from the previous solution when refitting.
 
@@ -169,6 +193,14 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         Iterations (L-BFGS) or epochs run.
     loss_history_ : list of float
         Training loss after every iteration / epoch.
+    loss_curve_ : list of float
+        The objective the optimiser minimised after every iteration /
+        epoch, the penalised training loss (the values of
+        ``loss_history_``): lower is better, as ``loss_curve_`` of
+        :class:`~skgpstruct.GPStructTagger` (its negative ELBO) and
+        sklearn's MLP. One value per iteration / epoch run
+        (``len(loss_curve_) == n_iter_``); an epoch's value is the sum of
+        its minibatches' losses.
     exact_ : bool
         Whether training used exact dynamic programming.
     device_ : {"cpu", "cuda"}
@@ -189,7 +221,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     Notes
     -----
     Features that are zero in every training token get zero weights (their
-    optimum under the L2 penalty) and are left out of the optimisation, so
+    optimum under the penalty) and are left out of the optimisation, so
     a large sparse vocabulary costs only the features the training data
     uses. The randomized loss of a chunk of sequences is
     :func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged` (one
@@ -225,6 +257,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         "proposal": [StrOptions(set(rdp.PROPOSALS))],
         "transitions": [StrOptions({"full", "low_rank"})],
         "rank": [Interval(Integral, 1, None, closed="left")],
+        "c1": [Interval(Real, 0, None, closed="left")],
         "c2": [Interval(Real, 0, None, closed="left")],
         "optimizer": [StrOptions({"auto", "lbfgs", "adagrad", "adam", "sgd"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
@@ -240,6 +273,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         proposal="local+global",
         transitions="full",
         rank=32,
+        c1=0.0,
         c2=0.1,
         optimizer="auto",
         learning_rate=0.05,
@@ -258,6 +292,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         self.proposal = proposal
         self.transitions = transitions
         self.rank = rank
+        self.c1 = c1
         self.c2 = c2
         self.optimizer = optimizer
         self.learning_rate = learning_rate
@@ -328,14 +363,33 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             self.transition_left_ = trans[0].copy()
             self.transition_right_ = trans[1].copy()
 
-    def _penalty_value(self, theta, cuts):
+    def _l2_value(self, theta, cuts):
+        """``c2 * ||theta||^2`` over all but the bias."""
         bias = theta[cuts[1] : cuts[2]]
         return self.c2 * (float(theta @ theta) - float(bias @ bias))
 
-    def _penalty(self, theta, n_rows=None):
-        """``c2 * ||theta||^2`` over all but the bias, and its gradient."""
+    def _penalty_value(self, theta, cuts):
+        """The objective's penalty, ``c2 * ||theta||^2 + c1 * ||theta||_1``
+        over all but the bias."""
+        value = self._l2_value(theta, cuts)
+        if self.c1:
+            bias = theta[cuts[1] : cuts[2]]
+            value += self.c1 * (float(np.abs(theta).sum()) - float(np.abs(bias).sum()))
+        return value
+
+    def _l1_coefficients(self, n_rows=None):
+        """OWL-QN's per-coordinate L1 weights: ``c1`` on the parameters that
+        ``c2`` penalises, 0 on the bias."""
         cuts = self._layout(n_rows)
-        value = self._penalty_value(theta, cuts)
+        l1 = np.full(int(cuts[-1]), float(self.c1))
+        l1[cuts[1] : cuts[2]] = 0.0
+        return l1
+
+    def _penalty(self, theta, n_rows=None):
+        """``c2 * ||theta||^2`` over all but the bias, and its gradient (the
+        smooth part of the penalty; OWL-QN takes the L1 term)."""
+        cuts = self._layout(n_rows)
+        value = self._l2_value(theta, cuts)
         grad = (2.0 * self.c2) * theta
         grad[cuts[1] : cuts[2]] = 0.0
         return value, grad
@@ -486,7 +540,13 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         optimizer = self.optimizer
         self._learning_rate_ = self.learning_rate
         if optimizer == "auto":
-            optimizer = "lbfgs" if self.exact_ else "adam"
+            optimizer = "lbfgs" if self.exact_ else ("adagrad" if self.c1 > 0 else "adam")
+        if self.c1 > 0 and optimizer in ("adam", "sgd"):
+            raise ValueError(
+                f"c1 > 0 (L1) needs a proximal optimiser; optimizer={optimizer!r} has "
+                "none. Use optimizer='lbfgs' (OWL-QN; exact mode, n_top=None) or "
+                "optimizer='adagrad' (soft-thresholding proximal AdaGrad)."
+            )
         if optimizer == "lbfgs" and not self.exact_:
             raise ValueError(
                 "optimizer='lbfgs' needs exact dynamic programming (the "
@@ -537,11 +597,14 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                 theta = self._fit_stochastic(loss_grad, theta, n_rows, data.n_sequences,
                                              optimizer, rng, parallel, monitor)
         self.loss_history_ = monitor.history
+        self.loss_curve_ = list(monitor.history)
         self.n_iter_ = monitor.iter
         self._store(theta, rows)
 
     def _fit_lbfgs(self, loss_grad, theta, n_rows, n, parallel, monitor):
-        """Full-batch L-BFGS on the exact loss plus the penalty."""
+        """Full-batch L-BFGS on the exact loss plus the penalty; OWL-QN
+        (:func:`~skgpstruct._owlqn.fit_owlqn`, the same ``tol`` and
+        ``max_iter``) with the L1 term when ``c1 > 0``."""
         all_idx = np.arange(n)
         zeros = np.zeros(n, dtype=np.int64)  # exact DP draws nothing
 
@@ -551,6 +614,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             gpen += grad
             return loss + pen, gpen
 
+        if self.c1 > 0:
+            return fit_owlqn(fun, theta, self._l1_coefficients(n_rows), monitor)
         return fit_lbfgs(fun, theta, monitor)
 
     def _fit_stochastic(self, loss_grad, theta, n_rows, n, optimizer, rng, parallel,
@@ -577,12 +642,14 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         (:class:`~skgpstruct._sparse_optim.ProximalAdaGrad`): a step costs
         the features its minibatch uses, not the whole vocabulary. Same
         objective as :meth:`_fit_stochastic` (per-sequence loss, the penalty
-        ``c2 / n ||theta||^2`` per sequence, by its proximal step); an
-        epoch's reported value adds the penalty at the epoch's end."""
+        ``c2 / n ||theta||^2 + c1 / n ||theta||_1`` per sequence, by its
+        proximal step); an epoch's reported value adds the penalty at the
+        epoch's end."""
         n = data.n_sequences
         cuts = self._layout(n_rows)
         opt = ProximalAdaGrad(self._learning_rate_, n_rows=n_rows,
                               n_cols=len(self.classes_), weight_decay=2.0 * self.c2 / n,
+                              l1=self.c1 / n,
                               undecayed=(int(cuts[1]), int(cuts[2])), parallel=parallel)
 
         def step(t, idx, seeds):

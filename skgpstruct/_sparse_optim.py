@@ -1,4 +1,4 @@
-"""Proximal AdaGrad with lazy (just-in-time) L2 on rows of sparse features.
+"""Proximal AdaGrad with lazy (just-in-time) L2 / L1 on rows of sparse features.
 
 A linear model over a large sparse vocabulary (a CRF's unary weights ``W``,
 one row per feature, one column per label) gets, from a minibatch, a
@@ -21,6 +21,17 @@ touched (and :meth:`ProximalAdaGrad.synchronize` to every row), so its lazy
 steps give the dense algorithm's iterates, up to rounding, at the cost of the
 rows a minibatch touches. ``decay`` is the weight of ``decay / 2 ||theta||^2``
 (the gradient of the L2 term), as in :class:`skgpstruct.optim.Adam`.
+
+An L1 term ``l1 ||theta||_1`` joins the proximal step (the composite map of
+``l1 |x| + decay / 2 x^2`` with step ``lr / h``, soft-thresholding then
+division)::
+
+    theta = soft(theta - lr * g / h, lr * l1 / h) / (1 + lr * decay / h)
+
+which sets weights exactly to 0 (FOBOS / proximal AdaGrad's sparsity). The
+missed steps of an untouched row are then ``|x| -> (|x| - a) / (1 + b)``
+k times, clipped at 0, which has the closed form of :func:`_catch_up`, so
+the lazy steps still give the dense iterates up to rounding.
 """
 
 import math
@@ -33,13 +44,37 @@ __all__ = ["ProximalAdaGrad", "RowSparseGradient"]
 
 
 @njit(cache=True, nogil=True)
-def _catch_up(params, G, last, rows, n_cols, t, lr, decay, eps):
-    """Apply to each row of ``rows`` the proximal divisions of the steps it
-    missed (``t - last[row]``); then ``last[row] = t``."""
+def _catch_up(params, G, last, rows, n_cols, t, lr, decay, l1, eps):
+    """Apply to each row of ``rows`` the proximal maps of the steps it
+    missed (``t - last[row]``); then ``last[row] = t``.
+
+    A missed step maps ``x`` to ``soft(x, a) / (1 + b)`` (``a = lr l1 / h``,
+    ``b = lr decay / h``, ``h`` fixed while the row is untouched), so ``|x|``
+    follows ``u -> (u - a) / (1 + b)`` until it reaches 0, where it stays;
+    the unclipped recursion decreases monotonically (to ``-a / b``), so k
+    steps give ``max(0, r^k |x| - a (1 - r^k) / b)``, ``r = 1 / (1 + b)``
+    (``max(0, |x| - k a)`` when ``b = 0``), the sign of ``x`` kept."""
     for k in range(rows.shape[0]):
         r = rows[k]
         missed = t - last[r]
-        if missed > 0 and decay > 0.0:
+        if missed > 0 and l1 > 0.0:
+            base = r * n_cols
+            for j in range(n_cols):
+                i = base + j
+                x = params[i]
+                if x == 0.0:
+                    continue
+                h = eps + math.sqrt(G[i])
+                a = lr * l1 / h
+                if decay > 0.0:
+                    b = lr * decay / h
+                    log_r = -math.log1p(b)
+                    # a (1 - r^k) / b, accurate for small b
+                    u = math.exp(missed * log_r) * abs(x) + a * math.expm1(missed * log_r) / b
+                else:
+                    u = abs(x) - missed * a
+                params[i] = math.copysign(u, x) if u > 0.0 else 0.0
+        elif missed > 0 and decay > 0.0:
             base = r * n_cols
             for j in range(n_cols):
                 i = base + j
@@ -48,8 +83,18 @@ def _catch_up(params, G, last, rows, n_cols, t, lr, decay, eps):
         last[r] = t
 
 
+@njit(inline="always")
+def _soft_threshold(z, threshold):
+    """``sign(z) max(|z| - threshold, 0)``."""
+    if z > threshold:
+        return z - threshold
+    if z < -threshold:
+        return z + threshold
+    return 0.0
+
+
 @njit(cache=True, nogil=True)
-def _step_rows(params, G, last, rows, grad_rows, n_cols, t, scale, lr, decay, eps):
+def _step_rows(params, G, last, rows, grad_rows, n_cols, t, scale, lr, decay, l1, eps):
     """One proximal AdaGrad step on ``rows`` (already caught up to step
     ``t - 1``) with their gradient ``grad_rows`` (len(rows), n_cols)."""
     for k in range(rows.shape[0]):
@@ -60,22 +105,30 @@ def _step_rows(params, G, last, rows, grad_rows, n_cols, t, scale, lr, decay, ep
             g = scale * grad_rows[k, j]
             G[i] += g * g
             h = eps + math.sqrt(G[i])
-            # (theta - lr g / h) / (1 + lr decay / h), with one division
-            params[i] = (params[i] * h - lr * g) / (h + lr * decay)
+            # (theta - lr g / h) / (1 + lr decay / h), with one division;
+            # with L1, soft(theta - lr g / h, lr l1 / h) / (1 + lr decay / h)
+            z = params[i] * h - lr * g
+            if l1 > 0.0:
+                z = _soft_threshold(z, lr * l1)
+            params[i] = z / (h + lr * decay)
         last[r] = t
 
 
 @njit(cache=True, nogil=True)
-def _step_dense(params, G, grad, start, scale, lr, decay, lo, hi, eps):
+def _step_dense(params, G, grad, start, scale, lr, decay, l1, lo, hi, eps):
     """One proximal AdaGrad step on ``params[start:start + len(grad)]``, no
-    decay on ``params[lo:hi]``."""
+    decay (and no L1) on ``params[lo:hi]``."""
     for k in range(grad.shape[0]):
         i = start + k
         g = scale * grad[k]
         G[i] += g * g
         h = eps + math.sqrt(G[i])
-        d = 0.0 if lo <= i < hi else decay
-        params[i] = (params[i] * h - lr * g) / (h + lr * d)
+        free = lo <= i < hi
+        d = 0.0 if free else decay
+        z = params[i] * h - lr * g
+        if l1 > 0.0 and not free:
+            z = _soft_threshold(z, lr * l1)
+        params[i] = z / (h + lr * d)
 
 
 class RowSparseGradient(NamedTuple):
@@ -98,16 +151,17 @@ class RowSparseGradient(NamedTuple):
 
 
 class ProximalAdaGrad:
-    """AdaGrad with a proximal L2 step, lazy on the rows of a sparse block.
+    """AdaGrad with a proximal L2 (and L1) step, lazy on the rows of a sparse block.
 
     The parameters are one flat vector whose first ``n_rows * n_cols``
     entries are a row-major block (the rows that minibatch gradients leave
     mostly zero) and the rest dense. Every coordinate steps as ::
 
         G += g ** 2;  h = epsilon + sqrt(G)
-        theta = (theta - lr * g / h) / (1 + lr * weight_decay / h)
+        theta = soft(theta - lr * g / h, lr * l1 / h) / (1 + lr * weight_decay / h)
 
-    (``weight_decay = 0`` on the ``undecayed`` slice), ``g = scale * grad``.
+    (``weight_decay = l1 = 0`` on the ``undecayed`` slice), ``g = scale *
+    grad``, ``soft(z, a) = sign(z) max(|z| - a, 0)``.
 
     Parameters
     ----------
@@ -120,12 +174,17 @@ class ProximalAdaGrad:
         L2 coefficient, the weight of ``weight_decay / 2 * ||theta||^2``
         (the same meaning as :class:`skgpstruct.optim.Adam`'s), applied by
         the proximal step.
+    l1 : float, default=0.0
+        L1 coefficient, the weight of ``l1 * ||theta||_1``, applied by the
+        proximal step (soft-thresholding: exact zeros).
     undecayed : (int, int) or None, default=None
-        ``(lo, hi)``: a slice after the row block without decay (a bias).
+        ``(lo, hi)``: a slice after the row block without decay nor L1 (a
+        bias).
     epsilon : float, default=1e-8
         Added to ``sqrt(G)``. A coordinate that has never had a gradient is
-        divided by ``1 + lr * weight_decay / epsilon`` (set to 0 unless
-        ``weight_decay`` is 0), as the dense algorithm does.
+        divided by ``1 + lr * weight_decay / epsilon`` (and thresholded by
+        ``lr * l1 / epsilon``: set to 0 unless ``weight_decay`` and ``l1``
+        are 0), as the dense algorithm does.
     parallel : joblib.Parallel or None, default=None
         Threads (``prefer="threads"``) that share the rows of a step, in
         contiguous parts, one per job (the kernels release the GIL). Every
@@ -153,12 +212,13 @@ class ProximalAdaGrad:
 
     fixed_blocks = False  # minibatches may be reshuffled every epoch
 
-    def __init__(self, learning_rate, *, n_rows, n_cols, weight_decay=0.0, undecayed=None,
-                 epsilon=1e-8, parallel=None):
+    def __init__(self, learning_rate, *, n_rows, n_cols, weight_decay=0.0, l1=0.0,
+                 undecayed=None, epsilon=1e-8, parallel=None):
         self.learning_rate = learning_rate
         self.n_rows = int(n_rows)
         self.n_cols = int(n_cols)
         self.weight_decay = weight_decay
+        self.l1 = l1
         self.undecayed = (0, 0) if undecayed is None else tuple(int(i) for i in undecayed)
         self.epsilon = epsilon
         self.parallel = parallel
@@ -172,7 +232,8 @@ class ProximalAdaGrad:
         return self._G
 
     def _args(self):
-        return float(self.learning_rate), float(self.weight_decay), float(self.epsilon)
+        return (float(self.learning_rate), float(self.weight_decay), float(self.l1),
+                float(self.epsilon))
 
     def _split(self, kernel, rows, *args, grad_rows=None):
         """Run ``kernel`` on contiguous parts of ``rows`` (and of
@@ -201,12 +262,12 @@ class ProximalAdaGrad:
             self.parallel(delayed(run)(r, g) for r, g in parts)
 
     def catch_up(self, params, rows):
-        """Bring ``rows`` of the block up to date (the proximal divisions of
-        the steps they missed); return ``params`` (updated in place)."""
-        lr, decay, eps = self._args()
+        """Bring ``rows`` of the block up to date (the proximal maps of the
+        steps they missed); return ``params`` (updated in place)."""
+        lr, decay, l1, eps = self._args()
         rows = np.ascontiguousarray(rows, dtype=np.int64)
         self._split(_catch_up, rows, params, self._state(params), self._last, self.n_cols,
-                    self.t, lr, decay, eps)
+                    self.t, lr, decay, l1, eps)
         return params
 
     def synchronize(self, params):
@@ -232,7 +293,7 @@ class ProximalAdaGrad:
         -------
         params : ndarray
         """
-        lr, decay, eps = self._args()
+        lr, decay, l1, eps = self._args()
         G = self._state(params)
         n_block = self.n_rows * self.n_cols
         lo, hi = self.undecayed
@@ -251,9 +312,9 @@ class ProximalAdaGrad:
                 f"expected {params.shape[0] - n_block}."
             )
         self._split(_catch_up, rows, params, G, self._last, self.n_cols, self.t, lr, decay,
-                    eps)
+                    l1, eps)
         self.t += 1
         self._split(_step_rows, rows, params, G, self._last, self.n_cols, self.t,
-                    float(scale), lr, decay, eps, grad_rows=grad_rows)
-        _step_dense(params, G, rest, n_block, float(scale), lr, decay, lo, hi, eps)
+                    float(scale), lr, decay, l1, eps, grad_rows=grad_rows)
+        _step_dense(params, G, rest, n_block, float(scale), lr, decay, l1, lo, hi, eps)
         return params

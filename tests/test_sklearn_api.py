@@ -5,6 +5,7 @@ warm start, fitted checks, bad input, the cross-parameter checks, and the
 shared fit loop (ConvergenceMonitor, verbose output, ConvergenceWarning)."""
 
 import pickle
+import logging
 import re
 import warnings
 
@@ -275,34 +276,36 @@ def test_convergence_monitor_rule():
     assert negative.converged
 
 
-def test_convergence_monitor_verbose_line(capsys):
-    mon = ConvergenceMonitor(tol=0.0, max_iter=5, verbose=1, label="ELBO", sign=-1.0)
+def test_convergence_monitor_verbose_line(caplog):
+    """At verbose=2 each report is an INFO record of the package logger."""
+    caplog.set_level(logging.DEBUG, logger="skgpstruct")
+    mon = ConvergenceMonitor(tol=0.0, max_iter=5, verbose=2, label="ELBO", sign=-1.0)
     mon.report(12.5)
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    assert captured.err == "epoch 1: ELBO -12.5\n"
+    assert [(r.levelno, r.getMessage()) for r in caplog.records
+            if r.name.startswith("skgpstruct")] == [(logging.INFO, "epoch 1: ELBO -12.5")]
 
 
 _LINE = re.compile(r"^(iter|epoch) (\d+): (ELBO|loss) (\S+)$")
 
 
 @pytest.mark.parametrize("stochastic", [False, True], ids=["lbfgs", "epochs"])
-def test_verbose_output_is_shared(case, stochastic, capsys):
-    """Both estimators print one line per iteration / epoch to stderr, in
-    the same format (and a tqdm bar over the epochs), nothing to stdout."""
+def test_verbose_output_is_shared(case, stochastic, capsys, caplog):
+    """Both estimators log one record per iteration / epoch, in the same
+    format, through the package logger (INFO at verbose=2); nothing on
+    stdout."""
+    caplog.set_level(logging.DEBUG, logger="skgpstruct")
     kw = dict(case["stochastic"]) if stochastic else dict(case["quick"])
-    kw.update(max_iter=3, verbose=1, random_state=0)
+    kw.update(max_iter=3, verbose=2, random_state=0)
     est = _fit(case["cls"](**kw), case["X_tr"], case["y_tr"])
-    captured = capsys.readouterr()
-    assert captured.out == ""
-    lines = [m for m in map(_LINE.match, captured.err.splitlines()) if m]
+    assert capsys.readouterr().out == ""
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("skgpstruct")]
+    lines = [m for m in map(_LINE.match, messages) if m]
     unit = "epoch" if stochastic else "iter"
     history = getattr(est, case["history"])
     assert [m.group(1) for m in lines] == [unit] * len(history)
     assert [int(m.group(2)) for m in lines] == list(range(1, len(history) + 1))
     assert {m.group(3) for m in lines} == {case["label"]}
     np.testing.assert_allclose([float(m.group(4)) for m in lines], history, rtol=1e-5)
-    assert (type(est).__name__ in captured.err) == stochastic  # the bar's label
 
 
 @pytest.mark.parametrize("stochastic", [False, True], ids=["lbfgs", "epochs"])
