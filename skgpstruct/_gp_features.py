@@ -13,7 +13,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from ._base import box_projection
-from ._variance_cv import CannotValidate, cv_prior_variance
+from ._variance_cv import CannotValidate, cv_prior_variance, cv_temperature
 from .gp.kernels import LinearKernel
 from .gp.kl import transition_kl
 from .gp.sampling import draw_normals
@@ -95,11 +95,39 @@ class FeatureFormMixin:
             return variance
         return float(self.kernel_variance)
 
-    def _transition_variance(self):
-        """``(tau^2, learned)`` from ``transition_prior_var``."""
+    def _transition_variance(self, variance=None):
+        """``(tau^2, learned)`` from ``transition_prior_var``; ``"auto"`` is
+        the weights' prior variance ``variance`` (weight-space form), or 1.0
+        (the papers' value; the inducing-point form, ``variance=None``)."""
         if self.transition_prior_var == "elbo":
             return 1.0, True
+        if self.transition_prior_var == "auto":
+            return (1.0 if variance is None else float(variance)), False
         return float(self.transition_prior_var), False
+
+    def _temperature(self, data, variance, warm):
+        """The posterior temperature of the weight-space fit:
+        ``temperature`` when a number; ``"auto"``: the fitted one on a warm
+        start, :func:`~skgpstruct._variance_cv.cv_temperature` when the prior
+        variance is validated too (``kernel=None, kernel_variance="cv"``,
+        sets ``temperature_cv_results_``), else 1 (the Bayesian
+        posterior)."""
+        if warm and self.temperature == "auto":
+            return float(getattr(self, "temperature_", 1.0))
+        self.temperature_cv_results_ = None
+        if self.temperature != "auto":
+            return float(self.temperature)
+        if (self.kernel is not None or self.kernel_variance != "cv"
+                or getattr(self, "variance_cv_results_", None) is None):
+            return 1.0
+        seed = check_random_state(self.random_state).randint(_SEED_MAX)
+        try:
+            temperature, self.temperature_cv_results_ = cv_temperature(
+                data, len(self.classes_), variance, random_state=seed,
+                n_jobs=self.n_jobs)
+        except CannotValidate:  # cv_prior_variance validated: not reached
+            return 1.0
+        return temperature
 
     def _feature_design(self, X_flat):
         """The token matrix the weights act on: the bias column appended when
@@ -110,26 +138,29 @@ class FeatureFormMixin:
             X = sp.hstack([X, sp.csr_matrix(ones)], format="csr")
         return X
 
-    def _init_features(self, data, warm, variance):
+    def _init_features(self, data, warm, variance, temperature=1.0):
         """Starting :class:`FeatureParams` over the active features, and the
         design matrix restricted to them. A warm start (only ever from a
         weight-space fit: ``_warm_start_compatible``) continues from the
-        fitted posterior, on the features and bias column of that fit."""
+        fitted posterior, on the features and bias column of that fit. The
+        prior variances in the parameters are the cold posterior's,
+        ``temperature`` times the model's."""
         V = len(self.classes_)
-        tau2 = self._transition_variance()[0]
+        tau2 = temperature * self._transition_variance(variance)[0]
         if not warm:
             bias = float(self.kernel.bias) if self.kernel is not None else 0.0
             if variance <= 0:
                 raise ValueError("The LinearKernel's variance must be positive.")
             self._bias_column_ = float(np.sqrt(bias / variance))
         X = self._feature_design(data.X_flat)
+        variance = temperature * variance
         if warm:
             active = self._active_features_
             params = FeatureParams(
                 self.coef_.T[active] / np.sqrt(variance),
                 self.coef_var_.T[active] / variance,
                 self.transition_mean_, self.transition_var_, variance,
-                self.transition_prior_var_)
+                temperature * self.transition_prior_var_)
         else:
             active = np.flatnonzero(np.diff(sp.csc_matrix(X).indptr))
             self._active_features_ = active
@@ -144,43 +175,57 @@ class FeatureFormMixin:
         self._check_features_form()
         rng.randint(_SEED_MAX, size=2)  # the draws of the inducing form's init
         variance = float(self.kernel_.variance) if warm else self._prior_variance(data)
+        temperature = self._temperature(data, variance, warm)
         learn = (self._variance_learned(), self._transition_variance()[1])
-        params, X = self._init_features(data, warm, variance)
+        params, X = self._init_features(data, warm, variance, temperature)
         objective = WeightSpaceObjective(
             lik, X, data.lengths, data.y_flat, len(self.classes_),
             learn_variance=learn[0], learn_transition_var=learn[1],
-            jitter=self.jitter, n_samples=self.n_samples, gradient=self.gradient)
+            jitter=self.jitter, n_samples=self.n_samples, gradient=self.gradient,
+            temperature=temperature)
         x = objective.layout.pack(params)
         box = objective.bounds(x)
         x = self._optimize(objective, x, data.n_sequences, rng, box,
                            project=box_projection(box))
         fitted = objective.layout.unpack(x)
-        # a fixed variance is kept as given, not as exp(log(.)) of it
+        # a fixed variance is kept as given, not as exp(log(.)) of it; the
+        # model's prior variances are the cold posterior's / temperature
+        prior = (fitted.variance / temperature if learn[0] else variance,
+                 fitted.transition_var / temperature if learn[1]
+                 else params.transition_var / temperature)
         if not learn[0]:
-            fitted.variance = variance
-        if not learn[1]:
-            fitted.transition_var = params.transition_var
-        self._store_features(fitted)
+            fitted.variance = params.variance
+        self.temperature_ = temperature
+        self._store_features(fitted, prior)
 
-    def _store_features(self, params):
-        """Fitted attributes of the weight-space form."""
+    def _store_features(self, params, prior):
+        """Fitted attributes of the weight-space form; ``prior``: the
+        model's ``(sigma^2, tau^2)`` (``params`` holds the cold posterior's
+        scaled ones)."""
         V = len(self.classes_)
         D = self.n_features_in_ + (1 if self._bias_column_ > 0 else 0)
-        sigma2 = params.variance
+        scale = params.variance
         coef = np.zeros((V, D))
         coef_var = np.zeros((V, D))
-        coef[:, self._active_features_] = np.sqrt(sigma2) * params.m.T
-        coef_var[:, self._active_features_] = sigma2 * params.s.T
+        coef[:, self._active_features_] = np.sqrt(scale) * params.m.T
+        coef_var[:, self._active_features_] = scale * params.s.T
         self.coef_, self.coef_var_ = coef, coef_var
         self.jitter_ = float(self.jitter)
+        sigma2 = prior[0]
         kernel = clone(self.kernel) if self.kernel is not None else LinearKernel()
         self.kernel_ = kernel.set_params(variance=sigma2,
                                          bias=sigma2 * self._bias_column_ ** 2)
         self.transition_mean_ = params.m_bin
         self.transition_var_ = params.s_bin
-        self.transition_prior_var_ = params.transition_var
+        self.transition_prior_var_ = prior[1]
         self.weights_ = np.ones(1)
         self.approximation_ = "features"
+
+    def _feature_jitter(self):
+        """The jitter of the potentials' covariances, scaled as in ``fit``
+        (by the cold posterior's prior variance)."""
+        temperature = getattr(self, "temperature_", 1.0)
+        return self.jitter * temperature * float(self.kernel_.variance)
 
     def _feature_sequence_moments(self, data):
         """Posterior moments of the unary potentials (weight-space form); a
@@ -188,9 +233,8 @@ class FeatureFormMixin:
         :class:`~skgpstruct.gp._weight_space_long.WeightSpaceCovariance`,
         sampled in weight space with ``n_predict_samples``)."""
         X = self._feature_design(data.X_flat)
-        sigma2 = float(self.kernel_.variance)
         return feature_moments(X, data.lengths, self.coef_.T, self.coef_var_.T,
-                               1.0, self.jitter * sigma2,
+                               1.0, self._feature_jitter(),
                                n_samples=self.n_predict_samples)
 
     def _feature_elbo(self, data, seeds):
@@ -205,7 +249,7 @@ class FeatureFormMixin:
         noise = draw_normals(data.lengths, 1, V, self.n_predict_samples, seeds,
                              n_weights=blocks.n_weights)
         values = _blocks_ell(get_likelihood(self.likelihood), blocks, data.y_flat,
-                            params, noise, self.jitter * sigma2, return_grad=False)
+                            params, noise, self._feature_jitter(), return_grad=False)
         # the features never active in training are not part of the model
         # (coef_var_ 0 there), as in the fitted objective
         active = self._active_features_

@@ -11,7 +11,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.gaussian_process.kernels import ConstantKernel, Kernel
+from sklearn.gaussian_process.kernels import Kernel
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -23,29 +23,19 @@ from ._base import (
     minibatches,
 )
 from ._gp_features import FeatureFormMixin
+from ._gp_inducing import InducingFormMixin
 from ._gp_predict import GPPredictMixin
 from ._memory import check_fit_memory
-from .gp.elbo import ELBOObjective
-from .gp.inducing import init_inducing_points
-from .gp.kernels import LinearKernel
-from .gp.terms import inducing_cholesky, split_kernel_scale, stable_jitter
-from .gp.variational import (
-    VariationalLayout,
-    VariationalParams,
-    init_variational_params,
-    mean_field_to_coupled,
-)
 from .likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
 from .optim import make_optimizer
 
 __all__ = ["GPStructTagger"]
 
 _SEED_MAX = np.iinfo(np.int32).max
-_SCALE_BOUNDS = (1e-5, 1e5)  # of the learned ConstantKernel factor ("scale")
 
 
-class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
-                     BaseEstimator):
+class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
+                     SequenceTaggerMixin, BaseEstimator):
     """Linear-chain CRF whose potentials are Gaussian processes (GPstruct).
 
     One GP per label over the token features gives the unary potentials; the
@@ -182,12 +172,45 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         mean potentials.
     jitter : float, default=1e-4
         Added to the diagonal of the kernel matrices.
-    transition_prior_var : "elbo" or float, default="elbo"
-        Prior variance ``tau^2`` of the transition potentials. ``"elbo"``:
-        learned with the posterior (weight-space form; at the optimum
-        ``tau^2 = mean(m^2 + s)`` over the transitions, the
-        variational-EM fixed point), 1.0 (the papers' value) in the
-        inducing-point form, which does not learn it.
+    transition_prior_var : "auto", "elbo" or float, default="auto"
+        Prior variance ``tau^2`` of the transition potentials. ``"auto"``:
+        the weights' prior variance ``sigma^2`` in the weight-space form
+        (one prior over all the CRF's weights, as the L2 penalty ``c2`` of
+        CRFsuite and of the CRF that ``kernel_variance="cv"`` validates:
+        the posterior mode is that CRF), 1.0 (the papers' value) in the
+        inducing-point form. ``"elbo"``: learned with the posterior
+        (weight-space form; at the optimum ``tau^2 = mean(m^2 + s)`` over
+        the transitions, the variational-EM fixed point; 1.0 in the
+        inducing-point form, which does not learn it). The bound learns a
+        weak prior (``tau^2`` about 40 on the first chunking fold, where
+        ``sigma^2 = 10``) under which the transitions never seen in
+        training are pushed far below the CRF's and fitted marginals are
+        less well calibrated (log loss 0.285 against 0.281 with
+        ``"auto"``), and it needs more iterations (104 against 61).
+    temperature : "auto" or float in (0, 1], default="auto"
+        Temperature ``T`` of the posterior in the weight-space form: the
+        mean-field fit of the *cold* posterior ``p(w | D)^(1 / T)`` (the
+        expected log-likelihood weighed by ``1 / T``, the prior variances
+        ``sigma^2`` and ``tau^2`` scaled by ``T``). Its mode is the
+        posterior mode, the CRF with ``c2 = 1 / (2 sigma^2)``, for every
+        ``T``; ``T`` narrows the spread around it: 1 is the Bayesian
+        posterior, ``T -> 0`` the CRF. ``"auto"``: chosen with
+        ``kernel_variance="cv"``, on the same folds, by held-out marginal
+        log loss among 1, 0.5, 0.25, 0.1 and 0.05
+        (:func:`skgpstruct._variance_cv.cv_temperature`: the Laplace
+        posterior of each fold's CRF scaled by each ``T``, 32 draws; about
+        a second; the table is kept in ``temperature_cv_results_``), 1
+        otherwise (a given ``kernel``, a fixed or learned
+        ``kernel_variance``). Why: with one prior variance for thousands
+        of binary features, most of them rare, the posterior spread of a
+        test token's potentials is too wide for the data (the model is
+        misspecified, and the mean-field posterior is not what widens it:
+        its predictive variances are within 20 % of the full Gaussian's on
+        the benchmark folds), and the marginals averaged over it are
+        under-confident. On data drawn from the model itself the
+        Bayesian posterior is the better calibrated and validation picks
+        a warm ``T``. See ``benchmarks/results/calibration*.md``. Only
+        ``T = 1`` in the inducing-point form.
     n_jobs : int or None, default=None
         Threads over chunks of sequences. Results do not depend on it.
     device : {"cpu", "cuda", "auto"}, default="cpu"
@@ -248,6 +271,15 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         set's).
     transition_prior_var_ : float
         The transition prior variance used (learned with ``"elbo"``).
+    temperature_ : float
+        The posterior temperature used (see ``temperature``); the cold
+        posterior's ``coef_``, ``coef_var_``, ``transition_mean_`` and
+        ``transition_var_`` are the fitted ones, ``kernel_`` and
+        ``transition_prior_var_`` the model's prior.
+    temperature_cv_results_ : dict or None
+        Only with ``temperature="auto"``: ``"temperature"`` and
+        ``"log_loss"`` (held-out, per candidate), or None when the
+        temperature was not validated.
     variance_cv_results_ : dict
         Only with ``kernel=None, kernel_variance="cv"``: ``"variance"``,
         ``"error"`` and ``"log_loss"`` (held-out, per candidate).
@@ -340,7 +372,8 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         "decode": [StrOptions({"marginal", "viterbi"})],
         "jitter": [Interval(Real, 0, None, closed="left")],
         "transition_prior_var": [Interval(Real, 0, None, closed="neither"),
-                                 StrOptions({"elbo"})],
+                                 StrOptions({"auto", "elbo"})],
+        "temperature": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
     }
 
     def __init__(
@@ -365,7 +398,8 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         optimize_hyperparameters=False,
         decode="marginal",
         jitter=1e-4,
-        transition_prior_var="elbo",
+        transition_prior_var="auto",
+        temperature="auto",
         n_jobs=None,
         device="cpu",
         random_state=None,
@@ -392,6 +426,7 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         self.decode = decode
         self.jitter = jitter
         self.transition_prior_var = transition_prior_var
+        self.temperature = temperature
         self.n_jobs = n_jobs
         self.device = device
         self.random_state = random_state
@@ -399,30 +434,6 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         self.warm_start = warm_start
 
     # ----------------------------------------------------------- objective
-    def _params(self):
-        return VariationalParams(
-            q_mu=self.q_mu_, q_sqrt=self.q_sqrt_, weights=self.weights_,
-            m_bin=self.transition_mean_, s_bin=self.transition_var_,
-        )
-
-    def _hyper_mode(self):
-        """"all", "scale" or "none" from ``optimize_hyperparameters`` (the
-        inducing-point form; ``kernel_variance="elbo"`` learns the scale)."""
-        mode = self.optimize_hyperparameters
-        if self.kernel is None and self.kernel_variance == "elbo":
-            return "scale"
-        if isinstance(mode, str):
-            return "scale"
-        return "all" if mode else "none"
-
-    def _fixed_kernel(self):
-        """``(base, factor)``: the kernel whose GP terms are computed and
-        the factor they are scaled by (``ConstantKernel(factor) * base``,
-        learned with ``optimize_hyperparameters="scale"``; else factor 1)."""
-        if self._hyper_mode() == "scale":
-            return split_kernel_scale(self.kernel_)
-        return self.kernel_, 1.0
-
     # ------------------------------------------------------------------ fit
     def _check_params(self, n_classes):
         """The likelihood ``fit`` uses (on ``device_``), after the checks of
@@ -468,34 +479,6 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
             return False
         return self.q_mu_.shape[0] == self.n_components
 
-    def _init_params(self, data, warm, rng):
-        """Starting :class:`VariationalParams`: the fitted ones on a warm
-        start; else ``kernel_``, inducing points and label-fraction means
-        from the training data."""
-        V = len(self.classes_)
-        coupled = self.posterior == "coupled"
-        # Drawn whether or not they are used, so that a warm start sees the
-        # same samples as a cold one.
-        seed_inducing, seed_init = rng.randint(_SEED_MAX, size=2)
-        if warm:
-            params = self._params()
-            if coupled and params.q_sqrt.ndim == 4:  # from a mean-field fit
-                params.q_sqrt = mean_field_to_coupled(params.q_sqrt)
-        else:
-            self.kernel_ = (clone(self.kernel) if self.kernel is not None
-                            else LinearKernel(variance=self._prior_variance(data)))
-            Z, fractions = init_inducing_points(
-                data.X_flat, data.y_flat, self.n_inducing, V, method=self.inducing,
-                random_state=seed_inducing,
-            )
-            self.inducing_points_ = Z
-            Lzz = inducing_cholesky(self.kernel_, Z, self.jitter)
-            params = init_variational_params(
-                fractions, self.n_components, whiten=True, kzz_cholesky=Lzz,
-                coupled=coupled, random_state=seed_init,
-            )
-        return params
-
     def _fit(self, data, warm, lik):
         """Fit the variational posterior (``fit`` after :meth:`_fit_setup`)."""
         rng = check_random_state(self.random_state)
@@ -507,6 +490,13 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         if self._approximation() == "features":
             self._fit_features(data, warm, lik, rng)
         else:
+            if self.temperature not in ("auto", 1, 1.0):
+                raise ValueError(
+                    f"temperature={self.temperature!r} needs the weight-space form "
+                    "(approximation='features'); the inducing-point form fits the "
+                    "Bayesian posterior (temperature 1)."
+                )
+            self.temperature_ = 1.0
             params = self._init_params(data, warm, rng)
             objective = self._objective(lik, data, params, warm)
             x = objective.layout.pack(params, objective.initial_hyperparameters())
@@ -533,35 +523,6 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         self.n_iter_ = monitor.iter
         return x
 
-    def _objective(self, lik, data, params, warm):
-        """The :class:`~skgpstruct.gp.elbo.ELBOObjective` that ``fit``
-        minimises. With ``optimize_hyperparameters="scale"``, ``kernel_``
-        becomes ``ConstantKernel(1.0) * kernel_`` on a cold start (and on a
-        warm one from a fit that learned no scale): the factor is learned."""
-        mode = self._hyper_mode()
-        if mode == "scale" and (
-            not warm or split_kernel_scale(self.kernel_)[0] is self.kernel_
-        ):
-            self.kernel_ = ConstantKernel(
-                1.0, constant_value_bounds=_SCALE_BOUNDS) * self.kernel_
-        K, V, M = params.q_mu.shape
-        n_hyper = {"none": 0, "all": self.kernel_.n_dims, "scale": 1}[mode]
-        layout = VariationalLayout(K, V, M, coupled=self.posterior == "coupled",
-                                   learn_weights=self.n_components > 1,
-                                   n_hyperparameters=n_hyper)
-        base = split_kernel_scale(self.kernel_)[0] if mode == "scale" else self.kernel_
-        # the smallest jitter (from ``jitter`` up) with which every covariance
-        # of the training sequences factorises; kept for prediction
-        self.jitter_, terms = stable_jitter(base, data.X_flat, data.lengths,
-                                            self.inducing_points_, self.jitter)
-        return ELBOObjective(
-            lik, self.kernel_, self.inducing_points_, data.X_flat, data.lengths,
-            data.y_flat, layout, hyperparameters=mode, jitter=self.jitter_,
-            terms=None if mode == "all" else terms,
-            transition_prior_var=self._transition_variance()[0],
-            n_samples=self.n_samples, gradient=self.gradient,
-        )
-
     def _fit_stochastic(self, objective, x, n, rng, parallel, monitor, project=None):
         """Epochs of minibatch steps with fresh samples every step; the
         parameters are projected onto the L-BFGS box after every step
@@ -586,15 +547,3 @@ class GPStructTagger(FeatureFormMixin, GPPredictMixin, SequenceTaggerMixin,
         return fit_epochs(step, x, opt, monitor, n_sequences=n,
                           batch_size=self.batch_size, rng=rng, project=project,
                           desc="GPStructTagger")
-
-    def _store(self, x, objective):
-        params, self.kernel_ = objective.unpack(x)
-        self.approximation_ = "inducing"
-        self.transition_prior_var_ = self._transition_variance()[0]
-        self.q_mu_ = params.q_mu
-        self.q_sqrt_ = params.q_sqrt
-        self.weights_ = params.weights
-        self.transition_mean_ = params.m_bin
-        self.transition_var_ = params.s_bin
-        self._Lzz = inducing_cholesky(self._fixed_kernel()[0], self.inducing_points_,
-                                      self.jitter_)

@@ -123,3 +123,138 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
         raise ValueError(f"scoring must be 'error' or 'log_loss', got {scoring!r}.")
     results = {"variance": grid, "error": errors / n_tokens, "log_loss": losses / n_tokens}
     return float(grid[best]), results
+
+
+#: Candidate posterior temperatures of :func:`cv_temperature`, 1 (the
+#: Bayesian posterior) down to 0.1 (close to the posterior mode, the CRF).
+TEMPERATURE_GRID = (1.0, 0.5, 0.25, 0.1)
+#: Posterior draws per held-out sequence in :func:`cv_temperature`.
+_CV_SAMPLES = 32
+
+
+def _flat(X, y):
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(sp.vstack(X), dtype=np.float64)
+    return X, np.concatenate(y), np.array([len(t) for t in y], dtype=np.int64)
+
+
+def _laplace_variances(crf, X, lengths, variance):
+    """Mean-field Laplace variances of a MAP CRF's unary weights and
+    transitions: ``1 / (1 / sigma^2 + diag of the Gauss-Newton curvature)``
+    (0 for the features absent from ``X``),
+    the curvature of the unary weight ``(d, v)`` being ``sum_t x_td^2
+    p_tv (1 - p_tv)`` and that of the transition ``(u, v)`` its expected
+    count ``sum_t p_t(u, v)`` (an upper bound of its ``p (1 - p)`` sum)."""
+    from .chain import marginals_ragged
+
+    U = np.asarray(X @ crf.coef_) + crf.intercept_
+    P, pair = marginals_ragged(U, lengths, crf.transition_)
+    curv_w = np.asarray(X.multiply(X).T @ (P * (1.0 - P)))
+    curv_b = pair.sum(axis=0)
+    s_w = 1.0 / (1.0 / variance + curv_w)
+    # features absent from training are not part of the model (as in
+    # GPStructTagger's weight-space form and in CRF toolkits): no variance
+    s_w[np.diff(X.tocsc().indptr) == 0] = 0.0
+    return s_w, 1.0 / (1.0 / variance + curv_b)
+
+
+def _held_out_log_loss(crf, s_w, s_b, X, y, lengths, temperatures, rng):
+    """Summed held-out negative log marginals of the true labels under the
+    Laplace posterior of ``crf`` scaled by each temperature (common draws)."""
+    from .chain import marginals_ragged
+
+    V = crf.classes_.size
+    col = {c: j for j, c in enumerate(crf.classes_)}
+    known = np.array([v in col for v in y])
+    Y = np.array([col.get(v, 0) for v in y])
+    U0, B0 = np.asarray(X @ crf.coef_) + crf.intercept_, crf.transition_
+    sd_w, sd_b = np.sqrt(s_w), np.sqrt(s_b)
+    eps = [(rng.standard_normal(s_w.shape), rng.standard_normal((V, V)))
+           for _ in range(_CV_SAMPLES)]
+    losses = np.zeros(len(temperatures))
+    for i, temp in enumerate(temperatures):
+        P = np.zeros_like(U0)
+        root = np.sqrt(temp)
+        for e_w, e_b in eps:
+            U = U0 + root * np.asarray(X @ (sd_w * e_w))
+            P += marginals_ragged(U, lengths, B0 + root * sd_b * e_b)[0]
+        p_true = P[np.arange(Y.size), Y] / _CV_SAMPLES
+        losses[i] = -np.sum(np.log(np.clip(p_true[known], 1e-12, 1.0)))
+    return losses
+
+
+def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=3,
+                   random_state=0, n_jobs=None):
+    """Posterior temperature chosen by K-fold held-out log loss.
+
+    On each fold the CRF at the posterior mode (the MAP CRF of
+    :func:`cv_prior_variance` at ``variance``) is fitted on the other folds;
+    its mean-field Laplace posterior ``N(w_map, T * diag(s))`` (``s`` from
+    the Gauss-Newton curvature of the training folds) is scaled by each
+    temperature ``T`` of ``grid`` and the held-out fold's token marginals
+    are averaged over posterior draws. The temperature with the lowest
+    summed held-out negative log marginal of the true labels is returned
+    (ties: the higher temperature). ``T = 1`` is the Bayesian posterior,
+    ``T -> 0`` the MAP CRF; a cold posterior (``T < 1``) keeps the mode and
+    narrows the spread around it.
+
+    Parameters
+    ----------
+    data : SequenceData
+        Training sequences, labels encoded in ``[0, n_classes)``.
+    n_classes : int
+        Number of labels.
+    variance : float
+        Prior variance of the weights (and transitions).
+    grid : sequence of float, default=TEMPERATURE_GRID
+        Candidate temperatures in ``(0, 1]``.
+    n_folds : int, default=3
+        Folds of sequences (fewer when there are fewer sequences).
+    random_state : int, default=0
+        Seeds the fold split (as :func:`cv_prior_variance`) and the draws.
+    n_jobs : int or None, default=None
+        Threads of each CRF fit.
+
+    Returns
+    -------
+    temperature : float
+        The chosen temperature.
+    results : dict
+        ``"temperature"`` and ``"log_loss"`` (mean held-out negative log
+        marginal) per candidate.
+
+    Raises
+    ------
+    CannotValidate
+        A ValueError: fewer than 2 sequences, or no fold with two labels in
+        its training part.
+    """
+    from ._randomized_crf import RandomizedCRFTagger
+
+    grid = np.sort(np.asarray(grid, dtype=np.float64))[::-1]
+    n = data.n_sequences
+    k = min(int(n_folds), n)
+    if k < 2:
+        raise CannotValidate("Choosing the temperature by validation needs at "
+                             "least 2 training sequences; give temperature a number.")
+    rng = np.random.default_rng(random_state)
+    losses, n_tokens = np.zeros(grid.size), 0
+    split = KFold(k, shuffle=True, random_state=random_state)
+    for train, test in split.split(np.arange(n)):
+        X_tr, y_tr = _sequences(data, train)
+        X_te, y_te = _sequences(data, test)
+        if np.unique(np.concatenate(y_tr)).size < 2:
+            continue
+        crf = RandomizedCRFTagger(c2=0.5 / variance, max_iter=_CV_MAX_ITER,
+                                  n_jobs=n_jobs).fit(X_tr, y_tr)
+        Xf, _, lengths = _flat(X_tr, y_tr)
+        s_w, s_b = _laplace_variances(crf, Xf, lengths, variance)
+        Xh, yh, lengths_h = _flat(X_te, y_te)
+        losses += _held_out_log_loss(crf, s_w, s_b, Xh, yh, lengths_h, grid, rng)
+        n_tokens += yh.size
+    if n_tokens == 0:
+        raise CannotValidate("Every validation fold had a single label in "
+                             "training: give temperature a number.")
+    best = min(range(grid.size), key=lambda j: (losses[j], -grid[j]))
+    return float(grid[best]), {"temperature": grid, "log_loss": losses / n_tokens}

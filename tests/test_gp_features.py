@@ -146,11 +146,16 @@ def test_elbo_variance_is_learned(data):
 
 def test_transition_prior_variance(data, fitted):
     X, y, _, _ = data
-    # "elbo" (the default): learned, at the variational-EM fixed point
+    # "auto" (the default): the weights' prior variance, one prior over all
+    # the CRF's weights as c2
+    assert fitted.transition_prior_var_ == fitted.kernel_.variance == 3.0
+    # "elbo": learned, at the variational-EM fixed point
     # tau^2 = mean(m_bin^2 + s_bin) up to the L-BFGS tolerance
-    tau2 = fitted.transition_prior_var_
+    learned = GPStructTagger(kernel_variance=3.0, transition_prior_var="elbo",
+                             **FAST).fit(X, y)
+    tau2 = learned.transition_prior_var_
     assert tau2 != 1.0
-    second = np.mean(fitted.transition_mean_ ** 2 + fitted.transition_var_)
+    second = np.mean(learned.transition_mean_ ** 2 + learned.transition_var_)
     assert_allclose(tau2, second, rtol=0.05)
     gp = GPStructTagger(kernel_variance=3.0, transition_prior_var=0.5, **FAST).fit(X, y)
     assert gp.transition_prior_var_ == 0.5

@@ -116,7 +116,7 @@ def test_learned_kernel_scale(data, optimizer):
 def test_hyperparameters_stay_within_bounds(data, optimizer, monkeypatch):
     """kernel.theta stays within kernel.bounds, and the learned scale within
     _SCALE_BOUNDS, for L-BFGS-B and for the projected stochastic steps."""
-    import skgpstruct._gpstruct as mod
+    import skgpstruct._gp_inducing as mod
 
     X_tr, y_tr, _, _ = data
     kw = dict(SMALL, random_state=0)

@@ -355,6 +355,13 @@ class WeightSpaceObjective:
         Gradient estimator of the expected log-likelihood. For the long
         sequences sampled in weight space "score" is the score function of
         the weights' Gaussian (:mod:`skgpstruct.gp._weight_space_long`).
+    temperature : float in (0, 1], default=1.0
+        The expected log-likelihood is weighed by ``1 / temperature``. With
+        the prior variances scaled by ``temperature`` too (the caller's
+        part), the optimum is the mean-field approximation of the *cold*
+        posterior ``p(w | D)^(1 / T)``: the same mode, the spread around it
+        narrowed (``T -> 0``: the MAP CRF; ``T = 1``: the Bayesian
+        posterior).
 
     Notes
     -----
@@ -370,8 +377,11 @@ class WeightSpaceObjective:
 
     def __init__(self, likelihood, X_flat, lengths, y_flat, n_classes, *,
                  learn_variance=True, learn_transition_var=True, jitter=1e-4,
-                 n_samples=100, gradient="pathwise"):
+                 n_samples=100, gradient="pathwise", temperature=1.0):
         _check_likelihood(likelihood, gradient, True, 0.0, False)
+        if not 0.0 < float(temperature) <= 1.0:
+            raise ValueError(f"temperature must be in (0, 1], got {temperature!r}.")
+        self.temperature = float(temperature)
         self.likelihood, self.gradient = likelihood, gradient
         self.X_flat = sp.csr_matrix(X_flat, dtype=np.float64)
         self.offsets = _check_offsets(lengths, self.X_flat.shape[0])
@@ -436,6 +446,8 @@ class WeightSpaceObjective:
         layout = self.layout
         params = layout.unpack(x)
         ell, g = self._ell_sum(params, np.asarray(seq_idx), np.asarray(seeds), parallel)
+        # a cold posterior weighs the likelihood by 1 / temperature
+        scale = scale / self.temperature
         m, s = params.m, params.s
         kl_u = feature_kl(m, s)
         tau2 = params.transition_var

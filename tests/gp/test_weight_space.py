@@ -10,7 +10,7 @@ from scipy.stats import norm
 from skgpstruct import chain
 from skgpstruct.gp import _elbo_grads
 from skgpstruct.gp import weight_space as ws
-from skgpstruct.gp.kl import gauss_kl
+from skgpstruct.gp.kl import gauss_kl, transition_kl
 from skgpstruct.gp.weight_space import (
     LOG_S_BOUNDS,
     FeatureLayout,
@@ -188,6 +188,39 @@ def test_objective_gradient_matches_finite_differences(lik, learn, check_weight_
     scale = 1.7  # the minibatch scale multiplies the likelihood part only
     # every block of the flat vector, learned hyperparameters included
     check_weight_space_grad(obj, x, idx, seeds, scale, learn)
+
+
+@pytest.mark.parametrize("learn", [(True, True), (False, False)])
+def test_cold_objective_gradient_matches_finite_differences(learn, check_weight_space_grad):
+    obj = _objective(CRFLikelihood(), learn)
+    obj.temperature = 0.3
+    x = _random_x(obj.layout, 6)
+    n = obj.lengths.size
+    check_weight_space_grad(obj, x, np.arange(n), np.arange(100, 100 + n), 1.7, learn)
+
+
+def test_temperature_weighs_the_likelihood_only():
+    # -obj_T = ell / T - KL, where -obj_1 = ell - KL: on the same draws the
+    # KL is what the two share
+    warm, cold = (_objective(CRFLikelihood()) for _ in range(2))
+    cold.temperature = 0.25
+    x = _random_x(warm.layout, 2)
+    n = warm.lengths.size
+    idx, seeds = np.arange(n), np.arange(n)
+    params = warm.layout.unpack(x)
+    kl = ws.feature_kl(params.m, params.s) + transition_kl(
+        params.m_bin, params.s_bin, params.transition_var)
+    ell = -warm(x, idx, seeds, 1.0)[0] + kl
+    assert_allclose(-cold(x, idx, seeds, 1.0)[0], ell / 0.25 - kl, rtol=1e-12)
+    # the minibatch scale and the temperature multiply
+    assert_allclose(-cold(x, idx, seeds, 2.0)[0], 2.0 * ell / 0.25 - kl, rtol=1e-12)
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, 1.5])
+def test_temperature_out_of_range(temperature):
+    X, lengths, y = _problem(0)
+    with pytest.raises(ValueError, match="temperature must be in"):
+        WeightSpaceObjective(CRFLikelihood(), X, lengths, y, 3, temperature=temperature)
 
 
 def test_fixed_variances_are_fixed_by_the_bounds():
