@@ -1,8 +1,8 @@
-"""``python -m skgpstruct``: see :mod:`skgpstruct.cli`."""
+"""``python -m skgpstruct``: the command line of :mod:`skgpstruct.cli`."""
 
 import sys
 
 from skgpstruct.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog="python -m skgpstruct"))

@@ -1,4 +1,25 @@
-"""Command line: ``python -m skgpstruct demo``.
+"""Command line: ``skgpstruct train``, ``tag``, ``eval`` and ``demo``.
+
+The console script ``skgpstruct`` (and ``python -m skgpstruct``) runs
+:func:`main`:
+
+* ``skgpstruct train [options] TRAIN MODEL`` fits a tagger on a CRF++ column
+  file (the last column is the label) or a CoNLL-U file, with the features
+  of a CRF++ template (``--template``) or, without one, the word-form
+  features of :class:`~skgpstruct.features.WordFeatures` (column 0), and
+  saves the fitted pipeline and its metadata with joblib, as CRF++'s
+  ``crf_learn``;
+* ``skgpstruct tag -m MODEL [-v 0|1|2] [-n N] FILE`` prints the labelled file
+  in the layout of CRF++'s ``crf_test``;
+* ``skgpstruct eval GOLD [PRED]`` prints the token accuracy, per-label
+  precision / recall / F1 and conlleval's chunk scores;
+* ``skgpstruct demo`` fits the taggers on synthetic data and compares them.
+
+Exit status: 0 on success, 2 for a usage error (argparse), 1 for bad data
+or a bad model file; errors are one line on stderr. A model file is read
+only by a package of the same ``major.minor`` version as the one that wrote
+it (see :mod:`skgpstruct._cli._model`); model files are pickles, so load
+only files you trust.
 
 The demo is the package's main job on built-in data: it draws sequences from
 a random linear-chain model (:func:`skgpstruct.datasets.make_chain_data`),
@@ -10,6 +31,7 @@ transitions.
 """
 
 import argparse
+import shlex
 import sys
 import time
 import warnings
@@ -113,35 +135,232 @@ def demo(n_sequences=400, n_classes=5, n_features=20, random_state=0, out=None):
     return errors
 
 
-def main(argv=None):
-    """Entry point of ``python -m skgpstruct``.
+_EPILOG = """\
+examples:
+  skgpstruct train --template template train.data model.skg
+  skgpstruct train --format conllu --tagger gp train.conllu model.skg
+  skgpstruct tag -m model.skg test.data > result.txt
+  skgpstruct tag -m model.skg -v2 - < test.data
+  skgpstruct tag -m model.skg -n 5 test.data
+  skgpstruct eval result.txt
+  skgpstruct eval test.data predictions.txt
+
+exit status: 0 on success, 2 for a usage error, 1 for bad data or a bad
+model file (one-line message on stderr). A model is read only by skgpstruct
+of the same major.minor version as the one that wrote it.
+"""
+
+_TRAIN_EPILOG = """\
+TRAIN is a CRF++ column file (one token a line, columns separated by spaces
+or tabs, the label last, a blank line between sentences) or, with
+--format conllu, a CoNLL-U file; '-' reads stdin. Without --template the
+features are WordFeatures of column 0 (the word form).
+
+examples:
+  skgpstruct train --template template train.data model.skg
+  skgpstruct train --c2 1.0 --max-iter 200 train.data model.skg
+  skgpstruct train --format conllu --conllu-tag upos_feats train.conllu model.skg
+"""
+
+_TAG_EPILOG = """\
+Output (as CRF++'s crf_test): each token line's columns, TAB, the predicted
+label; a blank line after each sentence. -v1 prints '# <p>' before each
+sentence (p: probability of the printed path) and label/<marginal>; -v2 adds
+<label>/<marginal> for every label. -n N prints the N best paths, each after
+'# <k> <p>'. A token line may hold the model's input columns only, or one
+more (the gold label, printed too, so that 'skgpstruct eval' can score it).
+
+examples:
+  skgpstruct tag -m model.skg test.data
+  cat test.data | skgpstruct tag -m model.skg -v1 -
+  skgpstruct tag -m model.skg -n 3 test.data
+"""
+
+_EVAL_EPILOG = """\
+With one file, its last two columns are the gold and the predicted label
+(the output of 'skgpstruct tag' on labelled data, as conlleval reads it);
+with two, the last column of each. '# <p>' lines are skipped; label/<p>
+columns of -v1 / -v2 output are not understood (use -v0 output).
+
+examples:
+  skgpstruct tag -m model.skg test.data | skgpstruct eval -
+  skgpstruct eval test.data predictions.txt
+"""
+
+
+def _non_negative(text):
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_float(text):
+    value = float(text)
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    return value
+
+
+def build_parser(prog="skgpstruct"):
+    """The argument parser of :func:`main`.
+
+    Parameters
+    ----------
+    prog : str, default="skgpstruct"
+        The program name shown in usage and errors.
+
+    Returns
+    -------
+    parser : argparse.ArgumentParser
+    """
+    from . import __version__
+    from ._cli._train import CONLLU_TAGS
+
+    raw = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=raw, epilog=_EPILOG,
+        description="skgpstruct: sequence labelling with uncertainty and at scale "
+                    "(a CRF++ / crfsuite-style command line).",
+    )
+    parser.add_argument("--version", action="version", version=f"skgpstruct {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="fit a tagger on a labelled file and save it",
+                       formatter_class=raw, epilog=_TRAIN_EPILOG)
+    p.add_argument("train", metavar="TRAIN", help="training data ('-': stdin)")
+    p.add_argument("model", metavar="MODEL", help="model file to write")
+    p.add_argument("--tagger", choices=("crf", "gp"), default="crf",
+                   help="RandomizedCRFTagger (crf, default) or GPStructTagger (gp)")
+    p.add_argument("--template", metavar="FILE",
+                   help="CRF++ feature template (default: WordFeatures on column 0)")
+    p.add_argument("--format", dest="fmt", choices=("crfpp", "conllu"), default="crfpp",
+                   help="format of TRAIN (default: crfpp)")
+    p.add_argument("--conllu-tag", choices=CONLLU_TAGS, default="upos",
+                   help="label of a CoNLL-U word (default: upos)")
+    p.add_argument("--conllu-columns", default="form", metavar="NAMES",
+                   help="comma-separated CoNLL-U fields that are the token's "
+                        "columns (default: form)")
+    p.add_argument("--c2", type=_non_negative_float, metavar="X",
+                   help="L2 penalty of the crf tagger (default: its own, 0.1)")
+    p.add_argument("--max-iter", type=_positive, metavar="N",
+                   help="optimiser iterations (default: the tagger's)")
+    p.add_argument("--n-jobs", type=int, metavar="N", help="joblib threads")
+    p.add_argument("--random-state", type=int, metavar="N", help="seed")
+    p.add_argument("--encoding", default="utf-8", help="text encoding (default: utf-8)")
+    p.add_argument("-v", "--verbose", action="count", default=0,
+                   help="log the fit on stderr (-vv: every iteration)")
+
+    p = sub.add_parser("tag", help="label a file with a saved model (crf_test output)",
+                       formatter_class=raw, epilog=_TAG_EPILOG)
+    p.add_argument("input", metavar="FILE", help="file to label ('-': stdin)")
+    p.add_argument("-m", "--model", required=True, metavar="MODEL", help="model file")
+    p.add_argument("-v", "--verbose", type=int, choices=(0, 1, 2), default=0,
+                   metavar="{0,1,2}", help="1: path and label probabilities; "
+                   "2: also every label's marginal")
+    p.add_argument("-n", "--nbest", type=_non_negative, default=0, metavar="N",
+                   help="print the N best paths of each sentence")
+    p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
+    p.add_argument("--encoding", help="text encoding (default: the model's)")
+
+    p = sub.add_parser("eval", help="accuracy, per-label and chunk (conlleval) scores",
+                       formatter_class=raw, epilog=_EVAL_EPILOG)
+    p.add_argument("gold", metavar="GOLD", help="labelled file ('-': stdin)")
+    p.add_argument("pred", metavar="PRED", nargs="?",
+                   help="predictions (default: the last two columns of GOLD)")
+    p.add_argument("--encoding", default="utf-8", help="text encoding (default: utf-8)")
+
+    p = sub.add_parser("demo", help="fit on built-in synthetic data and report")
+    p.add_argument("--n-sequences", type=int, default=400)
+    p.add_argument("--n-classes", type=int, default=5)
+    p.add_argument("--n-features", type=int, default=20)
+    p.add_argument("--random-state", type=int, default=0)
+    return parser
+
+
+def _run(args, parser, argv):
+    from ._cli import evaluate, tag, train
+
+    if args.command == "demo":
+        demo(n_sequences=args.n_sequences, n_classes=args.n_classes,
+             n_features=args.n_features, random_state=args.random_state)
+    elif args.command == "train":
+        if args.tagger == "gp" and args.c2 is not None:
+            parser.error("--c2 is an option of --tagger crf only")
+        columns = tuple(c.strip() for c in args.conllu_columns.split(",") if c.strip())
+        train(args.train, args.model, tagger=args.tagger, template=args.template,
+              fmt=args.fmt, c2=args.c2, max_iter=args.max_iter, n_jobs=args.n_jobs,
+              random_state=args.random_state, verbose=args.verbose,
+              encoding=args.encoding, conllu_tag=args.conllu_tag,
+              conllu_columns=columns,
+              command=shlex.join([parser.prog.split()[-1], *argv]))
+    elif args.command == "tag":
+        if args.output is None:
+            tag(args.model, args.input, verbose=args.verbose, nbest=args.nbest,
+                encoding=args.encoding)
+        else:
+            with open(args.output, "w", encoding=args.encoding or "utf-8") as out:
+                tag(args.model, args.input, verbose=args.verbose, nbest=args.nbest,
+                    encoding=args.encoding, out=out)
+    elif args.command == "eval":
+        evaluate(args.gold, args.pred, encoding=args.encoding)
+    return 0
+
+
+def _silence_stdout():
+    """Point stdout at the null device, so that the interpreter's last flush
+    of a closed pipe raises nothing (Python's documented recipe)."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (tests)
+        pass
+
+
+def main(argv=None, prog="skgpstruct"):
+    """Entry point of the ``skgpstruct`` console script and ``python -m skgpstruct``.
 
     Parameters
     ----------
     argv : list of str, default=None
         Command-line arguments (``sys.argv[1:]`` if None).
+    prog : str, default="skgpstruct"
+        The program name in messages.
 
     Returns
     -------
     status : int
-        Process exit status.
+        Process exit status: 0 on success (and for ``--help`` /
+        ``--version``), 2 for a usage error, 1 for bad data or a bad model
+        file, whose one-line message goes to stderr.
     """
-    parser = argparse.ArgumentParser(
-        prog="python -m skgpstruct",
-        description="skgpstruct: sequence labelling with uncertainty and at scale.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="fit on built-in synthetic data and report")
-    p_demo.add_argument("--n-sequences", type=int, default=400)
-    p_demo.add_argument("--n-classes", type=int, default=5)
-    p_demo.add_argument("--n-features", type=int, default=20)
-    p_demo.add_argument("--random-state", type=int, default=0)
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        demo(
-            n_sequences=args.n_sequences,
-            n_classes=args.n_classes,
-            n_features=args.n_features,
-            random_state=args.random_state,
-        )
-    return 0
+    from ._cli import CLIError
+    from ._cli._common import one_line
+    from ._memory import MemoryBudgetError
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(prog)
+    args = None
+    try:
+        args = parser.parse_args(argv)
+        return _run(args, parser, argv)
+    except SystemExit as exc:  # argparse: --help, --version, usage errors
+        code = exc.code
+        return code if isinstance(code, int) else (0 if code is None else 2)
+    except BrokenPipeError:  # e.g. `skgpstruct tag ... | head`: stop quietly
+        _silence_stdout()
+        return 1
+    except (CLIError, ValueError, OSError, MemoryBudgetError) as exc:
+        command = getattr(args, "command", None)
+        where = prog if command is None else f"{prog} {command}"
+        print(f"{where}: error: {one_line(exc)}", file=sys.stderr)
+        return 1

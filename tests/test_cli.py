@@ -1,8 +1,24 @@
+"""The command line: ``demo``, ``train``, ``tag`` (crf_test's output), ``eval``
+(conlleval's chunks), model files and exit statuses."""
+
 import io
+import math
 import subprocess
 import sys
+import warnings
 
+import joblib
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.exceptions import ConvergenceWarning
+
+import skgpstruct
+from skgpstruct._cli import chunk_scores, conlleval_chunks, load_model
+from skgpstruct.chain import log_partition
 from skgpstruct.cli import demo, main
+
+# --------------------------------------------------------------------- demo
 
 
 def test_demo_reports_crf_beating_per_token_model():
@@ -22,8 +38,495 @@ def test_main_runs_demo(capsys):
     assert "token error" in capsys.readouterr().out
 
 
-def test_module_entry_point_help():
+def test_module_entry_point_version():
     res = subprocess.run(
-        [sys.executable, "-m", "skgpstruct", "--help"], capture_output=True, text=True
+        [sys.executable, "-m", "skgpstruct", "--version"], capture_output=True, text=True
     )
-    assert res.returncode == 0 and "demo" in res.stdout
+    assert res.returncode == 0
+    assert res.stdout.strip() == f"skgpstruct {skgpstruct.__version__}"
+
+
+# ------------------------------------------------------------------ helpers
+
+TRAIN = """\
+He PRP B
+reckons VBZ O
+the DT B
+current JJ I
+account NN I
+deficit NN I
+
+It PRP B
+will MD O
+narrow VB O
+to TO O
+only RB B
+# NN I
+1.8 CD I
+billion CD I
+
+The DT B
+pound NN I
+is VBZ O
+widely RB O
+expected VBN O
+"""
+
+TEMPLATE = """\
+# a CRF++ template
+U00:%x[0,0]
+U01:%x[0,1]
+U02:%x[-1,1]/%x[0,1]
+
+B
+"""
+
+
+def run(argv, capsys, stdin=None, monkeypatch=None):
+    """``main(argv)`` -> (status, stdout, stderr); ``stdin`` bytes if given."""
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+    status = main(argv)
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def parse_blocks(text):
+    """crf_test output -> list of (header fields or None, token rows)."""
+    blocks = []
+    for chunk in text.split("\n\n"):
+        lines = [line for line in chunk.split("\n") if line]
+        if not lines:
+            continue
+        header = None
+        if lines[0].startswith("# "):
+            header = lines[0][2:].split(" ")
+            lines = lines[1:]
+        blocks.append((header, [line.split("\t") for line in lines]))
+    return blocks
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """A tiny labelled file, its template and a CRF model trained on them."""
+    d = tmp_path_factory.mktemp("cli")
+    (d / "train.data").write_text(TRAIN)
+    (d / "template").write_text(TEMPLATE)
+    status = main(["train", "--template", str(d / "template"), "--max-iter", "30",
+                   "--random-state", "0", str(d / "train.data"), str(d / "m.skg")])
+    assert status == 0
+    return d
+
+
+# ----------------------------------------------------------------- usage
+
+
+def test_help_has_examples(capsys):
+    status, out, _ = run(["--help"], capsys)
+    assert status == 0
+    for word in ("train", "tag", "eval", "demo", "examples:", "exit status"):
+        assert word in out
+    for command in ("train", "tag", "eval"):
+        status, out, _ = run([command, "--help"], capsys)
+        assert status == 0 and "examples:" in out
+
+
+def test_version_in_process(capsys):
+    status, out, _ = run(["--version"], capsys)
+    assert status == 0 and skgpstruct.__version__ in out
+
+
+@pytest.mark.parametrize("argv", [
+    [],
+    ["nonsense"],
+    ["tag", "file.txt"],                       # -m missing
+    ["tag", "-m", "m.skg", "-v", "3", "f"],
+    ["tag", "-m", "m.skg", "-n", "-1", "f"],
+    ["train", "only_one_arg"],
+    ["train", "--tagger", "gp", "--c2", "1", "a", "b"],
+    ["train", "--max-iter", "0", "a", "b"],
+    ["eval"],
+])
+def test_usage_errors_exit_2(argv, capsys):
+    status, out, err = run(argv, capsys)
+    assert status == 2
+    assert "usage:" in err and "Traceback" not in err
+
+
+# ---------------------------------------------------------- train and tag
+
+
+def test_model_file_metadata(files):
+    model = load_model(files / "m.skg")
+    assert model["version"] == skgpstruct.__version__
+    assert model["template"] == TEMPLATE
+    assert model["classes"] == ["B", "I", "O"]
+    assert model["n_columns"] == 2 and model["format"] == "crfpp"
+    assert model["tagger"] == "crf"
+    assert model["command"].startswith("skgpstruct train --template")
+    assert model["created"].endswith("+00:00")
+    assert type(model["pipeline"][-1]).__name__ == "RandomizedCRFTagger"
+
+
+def test_tag_output_layout(files, capsys):
+    status, out, err = run(["tag", "-m", str(files / "m.skg"), str(files / "train.data")],
+                           capsys)
+    assert status == 0 and err == ""
+    assert out.endswith("\n\n")
+    blocks = parse_blocks(out)
+    assert [len(rows) for _, rows in blocks] == [6, 8, 5]
+    model = load_model(files / "m.skg")
+    from skgpstruct.datasets import load_crfpp
+
+    X, _ = load_crfpp(files / "train.data")
+    expected = model["pipeline"].predict(X)
+    for (header, rows), x, pred in zip(blocks, X, expected):
+        assert header is None
+        # every input column (the gold label too), then the prediction
+        assert all(len(r) == 4 for r in rows)
+        assert [tuple(r[:2]) for r in rows] == x
+        assert [r[3] for r in rows] == list(pred)
+    # the training data is learnt
+    assert all(r[2] == r[3] for _, rows in blocks for r in rows)
+
+
+def test_tag_stdin_without_gold_column(files, capsys, monkeypatch):
+    text = "\n".join(" ".join(line.split()[:2]) for line in TRAIN.split("\n"))
+    status, out, _ = run(["tag", "-m", str(files / "m.skg"), "-"], capsys,
+                         stdin=text.encode(), monkeypatch=monkeypatch)
+    assert status == 0
+    rows = [r for _, rs in parse_blocks(out) for r in rs]
+    assert len(rows) == 19 and all(len(r) == 3 for r in rows)
+    status, full, _ = run(["tag", "-m", str(files / "m.skg"), str(files / "train.data")],
+                          capsys)
+    assert [r[2] for r in rows] == [r[3] for _, rs in parse_blocks(full) for r in rs]
+
+
+def _potentials(model, X):
+    tagger = model["pipeline"][-1]
+    data = tagger._check_X(model["pipeline"][:-1].transform(X))
+    U, B = tagger._decode_potentials(data)
+    return data.split(U), B
+
+
+def test_tag_v1_v2_layout_and_probabilities(files, capsys):
+    model = load_model(files / "m.skg")
+    classes = model["classes"]
+    status, out1, _ = run(["tag", "-m", str(files / "m.skg"), "-v1",
+                           str(files / "train.data")], capsys)
+    status2, out2, _ = run(["tag", "-m", str(files / "m.skg"), "-v", "2",
+                            str(files / "train.data")], capsys)
+    assert status == status2 == 0
+    from skgpstruct.datasets import load_crfpp
+
+    X, _ = load_crfpp(files / "train.data")
+    marginals = model["pipeline"].predict_proba(X)
+    unaries, B = _potentials(model, X)
+    for (h1, rows1), (h2, rows2), m, u in zip(parse_blocks(out1), parse_blocks(out2),
+                                              marginals, unaries):
+        assert len(h1) == 1 and h1 == h2
+        labels = [r[3].split("/")[0] for r in rows1]
+        path = np.array([classes.index(lab) for lab in labels])
+        score = u[np.arange(len(path)), path].sum() + B[path[:-1], path[1:]].sum()
+        assert_allclose(float(h1[0]), math.exp(score - log_partition(u, B)), rtol=1e-5)
+        for t, (r1, r2) in enumerate(zip(rows1, rows2)):
+            assert len(r1) == 4 and len(r2) == 4 + len(classes)
+            assert r1 == r2[:4]
+            assert_allclose(float(r1[3].split("/")[1]), m[t, path[t]], rtol=1e-5)
+            assert [f.split("/")[0] for f in r2[4:]] == classes
+            assert_allclose([float(f.split("/")[1]) for f in r2[4:]], m[t], rtol=1e-5,
+                            atol=1e-12)
+
+
+def test_tag_nbest(files, capsys):
+    model = load_model(files / "m.skg")
+    tiny = "He PRP\nreckons VBZ\nthe DT\n\nIt PRP\n"
+    (files / "tiny.data").write_text(tiny)
+    status, out, _ = run(["tag", "-m", str(files / "m.skg"), "-n", "100",
+                          str(files / "tiny.data")], capsys)
+    assert status == 0
+    blocks = parse_blocks(out)
+    # all 27 + 3 paths, numbered from 0 per sentence, best first
+    assert len(blocks) == 27 + 3
+    for first, count in ((0, 27), (27, 3)):
+        headers = [b[0] for b in blocks[first:first + count]]
+        assert [int(h[0]) for h in headers] == list(range(count))
+        probs = np.array([float(h[1]) for h in headers])
+        assert np.all(np.diff(probs) <= 1e-6)
+        assert_allclose(probs.sum(), 1.0, rtol=1e-4)
+        paths = {tuple(r[-1] for r in b[1]) for b in blocks[first:first + count]}
+        assert len(paths) == count
+    # the best path is the prediction; -n 2 -v1 prints marginals too
+    status, plain, _ = run(["tag", "-m", str(files / "m.skg"), str(files / "tiny.data")],
+                           capsys)
+    assert [r[-1] for r in parse_blocks(plain)[0][1]] == [r[-1] for r in blocks[0][1]]
+    status, out, _ = run(["tag", "-m", str(files / "m.skg"), "-n", "2", "-v1",
+                          str(files / "tiny.data")], capsys)
+    blocks = parse_blocks(out)
+    assert [b[0][0] for b in blocks] == ["0", "1", "0", "1"]
+    assert all("/" in r[-1] for _, rows in blocks for r in rows)
+    assert model["classes"] == ["B", "I", "O"]
+
+
+def test_gp_tagger_train_and_nbest(files, capsys, tmp_path):
+    status, _, err = run(["train", "--tagger", "gp", "--max-iter", "3", "--random-state",
+                          "0", str(files / "train.data"), str(tmp_path / "g.skg")], capsys)
+    assert status == 0
+    assert "ConvergenceWarning" in err  # relayed as one line, not raised
+    model = load_model(tmp_path / "g.skg")
+    assert model["template"] is None and model["tagger"] == "gp"
+    assert type(model["pipeline"][0]).__name__ == "WordFeatures"
+    status, out, _ = run(["tag", "-m", str(tmp_path / "g.skg"), "-n", "2", "-v2",
+                          str(files / "train.data")], capsys)
+    assert status == 0
+    blocks = parse_blocks(out)
+    assert len(blocks) == 6 and all(len(r) == 4 + 3 for _, rows in blocks for r in rows)
+
+
+CONLLU = """\
+# sent_id = 1
+1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_
+2\tdog\tdog\tNOUN\tNN\tNumber=Sing\t3\tnsubj\t_\t_
+3\tbarks\tbark\tVERB\tVBZ\t_\t0\troot\t_\t_
+
+1\tA\ta\tDET\tDT\t_\t2\tdet\t_\t_
+2\tcat\tcat\tNOUN\tNN\tNumber=Sing\t3\tnsubj\t_\t_
+3-4\tdon't\t_\t_\t_\t_\t_\t_\t_\t_
+3\tdo\tdo\tAUX\tVBP\t_\t5\taux\t_\t_
+4\tn't\tnot\tPART\tRB\t_\t5\tadvmod\t_\t_
+5\tsleep\tsleep\tVERB\tVB\t_\t0\troot\t_\t_
+"""
+
+
+def test_conllu_train_and_tag(capsys, tmp_path):
+    (tmp_path / "t.conllu").write_text(CONLLU)
+    status, _, _ = run(["train", "--format", "conllu", "--max-iter", "20",
+                        str(tmp_path / "t.conllu"), str(tmp_path / "c.skg")], capsys)
+    assert status == 0
+    model = load_model(tmp_path / "c.skg")
+    assert model["format"] == "conllu" and model["conllu_tag"] == "upos"
+    status, out, _ = run(["tag", "-m", str(tmp_path / "c.skg"), str(tmp_path / "t.conllu")],
+                         capsys)
+    assert status == 0
+    rows = [r for _, rs in parse_blocks(out) for r in rs]
+    # form, gold UPOS, prediction; the multiword token line is skipped
+    assert [r[:2] for r in rows[:3]] == [["The", "DET"], ["dog", "NOUN"], ["barks", "VERB"]]
+    assert len(rows) == 8 and all(len(r) == 3 for r in rows)
+
+
+# ------------------------------------------------------------ bad input
+
+
+def _rewrite(src, dst, **changes):
+    model = joblib.load(src)
+    model.update(changes)
+    joblib.dump(model, dst)
+
+
+def test_version_rule(files, capsys, tmp_path):
+    major, minor = skgpstruct.__version__.split(".")[:2]
+    _rewrite(files / "m.skg", tmp_path / "patch.skg", version=f"{major}.{minor}.99")
+    status, _, _ = run(["tag", "-m", str(tmp_path / "patch.skg"), str(files / "train.data")],
+                       capsys)
+    assert status == 0
+    for bad in (f"{major}.{int(minor) + 1}.0", f"{int(major) + 1}.{minor}.0", "unknown"):
+        _rewrite(files / "m.skg", tmp_path / "old.skg", version=bad)
+        status, out, err = run(["tag", "-m", str(tmp_path / "old.skg"),
+                                str(files / "train.data")], capsys)
+        assert status == 1 and out == ""
+        assert f"written by skgpstruct {bad}" in err and "major.minor" in err
+        assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_refuses_files_that_are_not_models(files, capsys, tmp_path):
+    joblib.dump({"pipeline": None}, tmp_path / "dict.skg")
+    joblib.dump([1, 2], tmp_path / "list.skg")
+    (tmp_path / "text.skg").write_text("not a model\n")
+    (tmp_path / "empty.skg").write_bytes(b"")
+    for name in ("dict.skg", "list.skg", "text.skg", "empty.skg", "missing.skg"):
+        status, out, err = run(["tag", "-m", str(tmp_path / name),
+                                str(files / "train.data")], capsys)
+        assert status == 1 and out == ""
+        assert name in err and err.count("\n") == 1
+        assert "model" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text,message", [
+    ("He PRP B X\n", "line 1: 4 column(s)"),
+    ("He PRP B\nreckons VBZ\n", "line 2: 2 column(s), but line 1 has 3"),
+    ("He\n", "line 1: 1 column(s)"),
+    ("\n\n  \n", "no sentence"),
+    (b"He PRP \xff\n", "line 1: cannot decode"),
+])
+def test_tag_refuses_bad_input(files, capsys, tmp_path, text, message):
+    path = tmp_path / "bad.data"
+    (path.write_bytes if isinstance(text, bytes) else path.write_text)(text)
+    status, out, err = run(["tag", "-m", str(files / "m.skg"), str(path)], capsys)
+    assert status == 1 and out == ""
+    assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("template,message", [
+    (None, "no such template file"),
+    ("X00:%x[0,0]\n", "must start with 'U'"),
+    ("U00:%x[0,7]\n", "reads column 7"),
+    ("U00:%x[9,0]\n", "outside CRF++'s range"),
+    ("B\n", "no unigram"),
+])
+def test_train_refuses_bad_templates(files, capsys, tmp_path, template, message):
+    tpl = tmp_path / "tpl"
+    if template is not None:
+        tpl.write_text(template)
+    status, _, err = run(["train", "--template", str(tpl), str(files / "train.data"),
+                          str(tmp_path / "x.skg")], capsys)
+    assert status == 1 and message in err and err.count("\n") == 1
+    assert not (tmp_path / "x.skg").exists()
+
+
+@pytest.mark.parametrize("text,message", [
+    ("He PRP B\nreckons O\n", "line 2: 2 columns"),
+    ("He PRP B\n\nIt PRP B\n", "single label"),
+    ("", "No sequence found"),
+])
+def test_train_refuses_bad_data(capsys, tmp_path, text, message):
+    (tmp_path / "t.data").write_text(text)
+    status, _, err = run(["train", str(tmp_path / "t.data"), str(tmp_path / "x.skg")],
+                         capsys)
+    assert status == 1 and message in err and err.count("\n") == 1
+
+
+def test_train_from_stdin_and_missing_file(capsys, monkeypatch, tmp_path):
+    status, _, err = run(["train", "--max-iter", "5", "-", str(tmp_path / "s.skg")],
+                         capsys, stdin=TRAIN.encode(), monkeypatch=monkeypatch)
+    assert status == 0 and (tmp_path / "s.skg").is_file()
+    status, _, err = run(["train", "-", str(tmp_path / "s.skg")], capsys,
+                         stdin=b"He PRP B\nreckons O\n", monkeypatch=monkeypatch)
+    assert status == 1 and "<stdin>, line 2" in err
+    status, _, err = run(["train", str(tmp_path / "nope"), str(tmp_path / "s.skg")], capsys)
+    assert status == 1 and "No such file" in err
+
+
+# ------------------------------------------------------------------- eval
+
+
+@pytest.mark.parametrize("tags,chunks", [
+    ([], []),
+    (["O", "O"], []),
+    (["B-NP", "I-NP", "O"], [(0, 2, "NP")]),
+    (["I-NP", "I-NP"], [(0, 2, "NP")]),                  # IOB1: I starts a chunk
+    (["O", "I-NP", "B-NP", "I-NP"], [(1, 2, "NP"), (2, 4, "NP")]),
+    (["B-NP", "I-VP", "I-VP"], [(0, 1, "NP"), (1, 3, "VP")]),  # type change
+    (["B-NP", "B-NP", "O", "I-PP"], [(0, 1, "NP"), (1, 2, "NP"), (3, 4, "PP")]),
+    (["B", "I", "O", "I", "B"], [(0, 2, ""), (3, 4, ""), (4, 5, "")]),
+    (["B-A-B", "I-A-B"], [(0, 2, "A-B")]),                # hyphen inside a type
+])
+def test_conlleval_chunks(tags, chunks):
+    assert conlleval_chunks(tags) == chunks
+
+
+def test_chunk_scores_by_hand():
+    gold = [["B-NP", "I-NP", "O", "B-VP"], ["B-NP", "O"]]
+    pred = [["B-NP", "I-NP", "O", "B-NP"], ["I-NP", "O"]]
+    s = chunk_scores(gold, pred)
+    # gold chunks: NP(0,2) VP(3,4) | NP(0,1); predicted: NP(0,2) NP(3,4) | NP(0,1)
+    assert s["overall"]["found_gold"] == 3 and s["overall"]["found_pred"] == 3
+    assert s["overall"]["correct"] == 2
+    assert_allclose(s["overall"]["precision"], 200 / 3)
+    assert_allclose(s["overall"]["f1"], 200 / 3)
+    assert s["per_type"]["NP"]["correct"] == 2 and s["per_type"]["NP"]["found_pred"] == 3
+    assert_allclose(s["per_type"]["NP"]["recall"], 100.0)
+    assert_allclose(s["per_type"]["NP"]["f1"], 80.0)
+    assert s["per_type"]["VP"]["f1"] == 0.0 and s["per_type"]["VP"]["found_gold"] == 1
+
+
+EVAL = """\
+Rockwell NNP B-NP B-NP
+International NNP I-NP O
+Corp. NNP I-NP I-NP
+said VBD B-VP B-VP
+
+It PRP B-NP B-NP
+# 0.5
+signed VBD B-VP I-VP
+"""
+
+
+def test_eval_one_file_by_hand(capsys, tmp_path):
+    (tmp_path / "r.txt").write_text(EVAL)
+    status, out, err = run(["eval", str(tmp_path / "r.txt")], capsys)
+    assert status == 0 and err == ""
+    # 6 tokens, 4 right (not International, signed); gold chunks NP(0,3)
+    # VP(3,4) | NP VP (4); found NP(0,1) NP(2,3) [I after O] VP(3,4) | NP
+    # VP [I-VP after B-NP: a type change] (5); correct VP(3,4) | NP VP (3)
+    assert "6 tokens, 2 sentences; token accuracy: 66.67%" in out
+    assert "processed 6 tokens with 4 phrases; found: 5 phrases; correct: 3." in out
+    p, r = 60.0, 75.0
+    assert f"precision:  {p:5.2f}%; recall:  {r:5.2f}%; FB1:  {2 * p * r / (p + r):5.2f}" \
+        in out
+    assert "NP: precision:  33.33%; recall:  50.00%; FB1:  40.00  3" in out
+    assert "VP: precision: 100.00%; recall: 100.00%; FB1: 100.00  2" in out
+    assert "B-NP" in out and "f1-score" in out  # sklearn's per-label report
+
+
+def test_eval_two_files_and_tag_output(files, capsys, tmp_path):
+    status, out, _ = run(["tag", "-m", str(files / "m.skg"), str(files / "train.data")],
+                         capsys)
+    status, empty, _ = run(["tag", "-m", str(files / "m.skg"), "-o",
+                            str(tmp_path / "pred.txt"), str(files / "train.data")], capsys)
+    assert status == 0 and empty == "" and (tmp_path / "pred.txt").read_text() == out
+    status1, one, _ = run(["eval", str(tmp_path / "pred.txt")], capsys)
+    status2, two, _ = run(["eval", str(files / "train.data"), str(tmp_path / "pred.txt")],
+                          capsys)
+    assert status1 == status2 == 0 and one == two
+    assert "token accuracy: 100.00%" in one and "FB1: 100.00" in one
+    (tmp_path / "short.txt").write_text("He B\n")
+    status, _, err = run(["eval", str(files / "train.data"), str(tmp_path / "short.txt")],
+                         capsys)
+    assert status == 1 and "3 sentences" in err
+
+
+def test_eval_non_iob_tags(capsys, tmp_path):
+    (tmp_path / "pos.txt").write_text("the DT DT\ndog NN VB\n")
+    status, out, _ = run(["eval", str(tmp_path / "pos.txt")], capsys)
+    assert status == 0 and "50.00%" in out and "not scored" in out
+
+
+# ------------------------------------------------ acceptance: CRF++ basenp
+
+
+def test_basenp_matches_python_pipeline(shared_dir, capsys, tmp_path):
+    from sklearn.pipeline import make_pipeline
+
+    from skgpstruct import RandomizedCRFTagger
+    from skgpstruct.datasets import load_crfpp
+    from skgpstruct.features import CRFppTemplate
+
+    d = shared_dir / "data" / "crfpp" / "basenp"
+    params = {"c2": 1.0, "max_iter": 15, "random_state": 0}
+    status, _, _ = run(["train", "--template", str(d / "template"), "--c2", "1.0",
+                        "--max-iter", "15", "--random-state", "0", str(d / "train.data"),
+                        str(tmp_path / "m.skg")], capsys)
+    assert status == 0
+    status, out, _ = run(["tag", "-m", str(tmp_path / "m.skg"), "-v2", str(d / "test.data")],
+                         capsys)
+    assert status == 0
+
+    X_train, y_train = load_crfpp(d / "train.data")
+    X_test, y_test = load_crfpp(d / "test.data")
+    pipe = make_pipeline(CRFppTemplate.from_file(d / "template"),
+                         RandomizedCRFTagger(**params))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        pipe.fit(X_train, y_train)
+    pred, marginals = pipe.predict(X_test), pipe.predict_proba(X_test)
+    classes = pipe[-1].classes_.tolist()
+
+    blocks = parse_blocks(out)
+    assert len(blocks) == len(X_test)
+    for (header, rows), x, y, p, m in zip(blocks, X_test, y_test, pred, marginals):
+        assert 0 < float(header[0]) <= 1
+        assert [tuple(r[:2]) for r in rows] == x and [r[2] for r in rows] == y
+        assert [r[3].split("/")[0] for r in rows] == list(p)
+        printed = np.array([[float(f.split("/")[1]) for f in r[4:]] for r in rows])
+        assert_allclose(printed, m, rtol=5e-6, atol=5e-7)
+        assert [f.split("/")[0] for f in rows[0][4:]] == classes

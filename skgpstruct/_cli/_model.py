@@ -1,0 +1,144 @@
+"""Model files of the command line: a joblib dict of the fitted pipeline and
+its metadata, and the version rule applied when one is loaded.
+
+A model file is ``joblib.dump`` of a dict with the keys
+
+* ``MODEL_KEY`` (``"skgpstruct_model"``): the layout of the dict, an int
+  (:data:`FILE_FORMAT`);
+* ``"version"``: ``skgpstruct.__version__`` of the package that wrote it;
+* ``"pipeline"``: the fitted :class:`~sklearn.pipeline.Pipeline`
+  (features, then the tagger);
+* ``"tagger"`` (``"crf"`` / ``"gp"``), ``"format"`` (``"crfpp"`` /
+  ``"conllu"``), ``"encoding"``, ``"template"`` (the template's text, or
+  None for the default :class:`~skgpstruct.features.WordFeatures`),
+  ``"classes"`` (the labels, as str), ``"n_columns"`` (input columns per
+  token, the label excluded), ``"conllu_tag"`` and ``"conllu_columns"``
+  (CoNLL-U only), ``"command"`` (the training command line) and
+  ``"created"`` (ISO 8601 time, UTC).
+
+**Version rule**: a model is read only by a package whose ``major.minor``
+version equals that of the package that wrote it (``0.1.0`` reads models of
+``0.1.3`` and of ``0.1.0.dev0``, not those of ``0.2.0``), because the fitted
+estimators' attributes may change between minor versions. Model files are
+pickles: load only files you trust.
+"""
+
+import os
+import re
+from datetime import datetime, timezone
+
+from ._common import CLIError, relay_warnings
+
+__all__ = ["FILE_FORMAT", "MODEL_KEY", "load_model", "major_minor", "save_model"]
+
+MODEL_KEY = "skgpstruct_model"
+FILE_FORMAT = 1
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+def major_minor(version):
+    """``(major, minor)`` of a version string, or None if it has none.
+
+    Parameters
+    ----------
+    version : str
+
+    Returns
+    -------
+    major_minor : tuple of int or None
+
+    Examples
+    --------
+    >>> major_minor("0.1.0.dev0"), major_minor("12.3"), major_minor("x")
+    ((0, 1), (12, 3), None)
+    """
+    m = _VERSION.match(version) if isinstance(version, str) else None
+    return None if m is None else (int(m.group(1)), int(m.group(2)))
+
+
+def save_model(path, pipeline, **metadata):
+    """Write a fitted pipeline and its metadata as a model file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The model file (overwritten).
+    pipeline : sklearn.pipeline.Pipeline
+        Fitted features and tagger.
+    **metadata
+        The other keys of the model dict (module docstring); ``version``,
+        ``created`` and the format key are added here.
+
+    Returns
+    -------
+    model : dict
+        What was written.
+    """
+    import joblib
+
+    from .. import __version__
+
+    model = {
+        MODEL_KEY: FILE_FORMAT,
+        "version": __version__,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **metadata,
+        "pipeline": pipeline,
+    }
+    joblib.dump(model, path, compress=3)
+    return model
+
+
+def load_model(path):
+    """Read a model file written by :func:`save_model`, checking its version.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The model file.
+
+    Returns
+    -------
+    model : dict
+        The model dict (module docstring).
+
+    Raises
+    ------
+    CLIError
+        If the file cannot be read as a model, is no skgpstruct model, or was
+        written by a package of another ``major.minor`` version (module
+        docstring).
+    """
+    import joblib
+
+    from .. import __version__
+
+    name = os.fspath(path)
+    if not os.path.isfile(path):
+        raise CLIError(f"{name}: no such model file.")
+    try:
+        with relay_warnings("tag"):
+            model = joblib.load(path)
+    except Exception as exc:  # any unpickling failure: not a model we can read
+        raise CLIError(
+            f"{name} is not a skgpstruct model file, or one that this version "
+            f"cannot read ({type(exc).__name__}); train one with 'skgpstruct train'."
+        ) from None
+    if not isinstance(model, dict) or MODEL_KEY not in model:
+        raise CLIError(
+            f"{name} is not a skgpstruct model file (a joblib file without the "
+            "skgpstruct header); train one with 'skgpstruct train'."
+        )
+    written = model.get("version")
+    if major_minor(written) is None or major_minor(written) != major_minor(__version__):
+        raise CLIError(
+            f"{name} was written by skgpstruct {written}, this is skgpstruct "
+            f"{__version__}: a model is read only by the same major.minor "
+            "version; retrain it with this version."
+        )
+    if model[MODEL_KEY] != FILE_FORMAT or "pipeline" not in model:
+        raise CLIError(
+            f"{name}: model file layout {model[MODEL_KEY]!r} is not the one this "
+            f"version reads ({FILE_FORMAT}); retrain it with this version."
+        )
+    return model

@@ -1,0 +1,211 @@
+"""``skgpstruct tag``: label a file with a saved model, in crf_test's layout.
+
+For every sentence, each token line's input columns are printed (TAB
+separated), then the predicted label; a blank line ends the sentence. With
+``verbose >= 1`` a ``# <p>`` line comes first, ``p`` the probability of the
+printed path, and each label is followed by ``/<marginal>``; ``verbose >= 2``
+appends ``<label>/<marginal>`` for every label of ``classes_``. With
+``nbest = N`` the ``N`` best paths are printed, each after a ``# <k> <p>``
+line (``k`` from 0), as CRF++'s ``crf_test -n`` does. Probabilities are
+printed as C++ streams print a double (``%g``: 6 significant digits).
+
+The path probabilities and the N best paths come from the tagger's point
+potentials through its private hooks ``_check_X`` and
+``_decode_potentials`` (:mod:`skgpstruct._decoders`): the CRF's potentials,
+or the posterior-mean potentials of a :class:`~skgpstruct.GPStructTagger`;
+the marginals from ``predict_marginals``. For the CRF all of them describe
+one distribution; for the GP tagger, whose prediction and marginals
+average posterior samples, the path probabilities are those of the
+posterior-mean CRF.
+"""
+
+import sys
+
+import numpy as np
+
+from ._common import CLIError, input_path, read_columns, read_input, relay_warnings
+from ._model import load_model
+
+__all__ = ["predict_paths", "read_tag_input", "tag"]
+
+
+def read_tag_input(path, model, encoding=None):
+    """Sentences to label, in the format the model was trained on.
+
+    CRF++ columns: every token line must have the model's ``n_columns``
+    input columns (no gold label) or one more (the gold label, last), the
+    same number throughout the file. CoNLL-U: each word's columns are the
+    model's ``conllu_columns`` followed by its gold ``conllu_tag``.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file, or ``"-"`` for stdin.
+    model : dict
+        The model (:func:`~skgpstruct._cli.load_model`).
+    encoding : str, default=None
+        Text encoding (the model's if None).
+
+    Returns
+    -------
+    printed : list of list of tuple of str
+        The columns printed before the prediction, per sentence and token.
+    X_columns : list of list of tuple of str
+        The model's input columns.
+    has_gold : bool
+        Whether the last printed column is a gold label.
+    """
+    encoding = model.get("encoding", "utf-8") if encoding is None else encoding
+    if model.get("format") == "conllu":
+        from ..datasets import load_conllu
+
+        with input_path(path) as fname:
+            X, y = load_conllu(fname, tag=model["conllu_tag"],
+                               columns=tuple(model["conllu_columns"]), encoding=encoding)
+        printed = [[x + (g,) for x, g in zip(xs, ys)] for xs, ys in zip(X, y)]
+        return printed, X, True
+    source = "<stdin>" if path == "-" else str(path)
+    sentences = read_columns(read_input(path, encoding), source)
+    n = model["n_columns"]
+    first_line, first = sentences[0][0]
+    if len(first) not in (n, n + 1):
+        raise CLIError(
+            f"{source}, line {first_line}: {len(first)} column(s), but the model "
+            f"reads {n} input column(s): a token line needs {n} (no gold label) or "
+            f"{n + 1} (gold label last)."
+        )
+    for sentence in sentences:
+        for lineno, cols in sentence:
+            if len(cols) != len(first):
+                raise CLIError(
+                    f"{source}, line {lineno}: {len(cols)} column(s), but line "
+                    f"{first_line} has {len(first)}; every token line must have "
+                    "the same number of columns."
+                )
+    printed = [[cols for _, cols in s] for s in sentences]
+    X = [[cols[:n] for cols in s] for s in printed]
+    return printed, X, len(first) == n + 1
+
+
+def _potentials(tagger, Xf):
+    """Per-sentence unary potentials and the dense transitions of ``tagger``."""
+    if not (hasattr(tagger, "_decode_potentials") and hasattr(tagger, "_check_X")):
+        raise CLIError(
+            f"{type(tagger).__name__} exposes no potentials: -v1, -v2 and -n "
+            "need a skgpstruct tagger."
+        )
+    data = tagger._check_X(Xf)
+    U, transitions = tagger._decode_potentials(data)
+    if isinstance(transitions, tuple):  # low-rank (left, right)
+        left, right = transitions
+        transitions = left @ right.T
+    return data.split(np.asarray(U)), np.asarray(transitions, dtype=float)
+
+
+def predict_paths(model, X_columns, verbose=0, nbest=0):
+    """Predicted paths, their probabilities and the marginals of sentences.
+
+    Parameters
+    ----------
+    model : dict
+        The model (:func:`~skgpstruct._cli.load_model`).
+    X_columns : list of list of tuple of str
+        The input columns of each sentence.
+    verbose : {0, 1, 2}, default=0
+        From 1 on, the probability of each path and the marginals.
+    nbest : int, default=0
+        If positive, the ``nbest`` best paths of each sentence under the
+        tagger's point potentials (:func:`skgpstruct.chain.nbest.nbest_viterbi`)
+        instead of the tagger's prediction.
+
+    Returns
+    -------
+    results : list of dict
+        Per sentence: ``"paths"`` (list of int64 arrays, label indices into
+        ``classes``), ``"probs"`` (list of float, or None with ``verbose=0``
+        and no ``nbest``) and ``"marginals"`` ((T, n_classes) array, or None
+        with ``verbose=0``).
+    classes : ndarray
+        The labels.
+    """
+    from ..chain import log_partition
+    from ..chain.nbest import nbest_viterbi
+
+    pipe = model["pipeline"]
+    tagger = pipe[-1]
+    classes = np.asarray(tagger.classes_)
+    index = {c: k for k, c in enumerate(classes.tolist())}
+    with_probs = verbose >= 1 or nbest > 0
+    with relay_warnings("tag"):
+        Xf = pipe[:-1].transform(X_columns)
+        predicted = None if nbest else tagger.predict(Xf)
+        marginals = tagger.predict_marginals(Xf) if verbose >= 1 else None
+        unaries, B = _potentials(tagger, Xf) if with_probs else (None, None)
+    results = []
+    for k in range(len(X_columns)):
+        res = {"marginals": None if marginals is None else marginals[k], "probs": None}
+        if nbest:
+            paths, scores = nbest_viterbi(unaries[k], B, nbest)
+            res["paths"] = list(paths)
+        else:
+            p = np.array([index[c] for c in predicted[k].tolist()], dtype=np.int64)
+            res["paths"] = [p]
+            if with_probs:
+                u = unaries[k]
+                scores = np.array([u[np.arange(len(p)), p].sum() + B[p[:-1], p[1:]].sum()])
+        if with_probs:
+            res["probs"] = np.exp(scores - log_partition(unaries[k], B)).tolist()
+        results.append(res)
+    return results, classes
+
+
+def _write_path(out, printed, path, classes, marginals, verbose):
+    for i, cols in enumerate(printed):
+        k = path[i]
+        line = "\t".join(cols) + "\t" + classes[k]
+        if verbose >= 1:
+            line += f"/{float(marginals[i, k]):g}"
+        if verbose >= 2:
+            line += "".join(f"\t{c}/{float(p):g}" for c, p in zip(classes, marginals[i]))
+        out.write(line + "\n")
+    out.write("\n")
+
+
+def tag(model_path, path, *, verbose=0, nbest=0, encoding=None, out=None):
+    """Label a file with a saved model and print crf_test's output.
+
+    Parameters
+    ----------
+    model_path : str or path-like
+        The model file.
+    path : str or path-like
+        The file to label, ``"-"`` for stdin (:func:`read_tag_input`).
+    verbose : {0, 1, 2}, default=0
+        crf_test's ``-v`` (module docstring).
+    nbest : int, default=0
+        crf_test's ``-n``: print the ``nbest`` best paths (0: the prediction).
+    encoding : str, default=None
+        Encoding of the input (the model's if None).
+    out : file-like, default=None
+        Where to print (``sys.stdout`` if None).
+
+    Returns
+    -------
+    n_sentences : int
+        Number of sentences labelled.
+    """
+    out = sys.stdout if out is None else out
+    model = load_model(model_path)
+    printed, X, _ = read_tag_input(path, model, encoding)
+    results, classes = predict_paths(model, X, verbose, nbest)
+    classes = [str(c) for c in classes.tolist()]
+    for cols, res in zip(printed, results):
+        if nbest:
+            for k, (path, p) in enumerate(zip(res["paths"], res["probs"])):
+                out.write(f"# {k} {p:g}\n")
+                _write_path(out, cols, path, classes, res["marginals"], verbose)
+            continue
+        if verbose >= 1:
+            out.write(f"# {res['probs'][0]:g}\n")
+        _write_path(out, cols, res["paths"][0], classes, res["marginals"], verbose)
+    return len(printed)

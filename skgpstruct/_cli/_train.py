@@ -1,0 +1,164 @@
+"""``skgpstruct train``: read labelled sentences, featurise, fit, save."""
+
+import os
+import sys
+
+from ._common import CLIError, input_path, relay_warnings
+from ._model import save_model
+
+__all__ = ["CONLLU_TAGS", "build_pipeline", "load_training_data", "train"]
+
+CONLLU_TAGS = ("upos", "xpos", "feats", "upos_feats")
+
+
+def load_training_data(path, fmt="crfpp", *, encoding="utf-8", conllu_tag="upos",
+                       conllu_columns=("form",)):
+    """Labelled sentences of a CRF++ column file or a CoNLL-U file.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file, or ``"-"`` for stdin.
+    fmt : {"crfpp", "conllu"}, default="crfpp"
+        CRF++ columns (:func:`skgpstruct.datasets.load_crfpp`: the last
+        column is the label) or CoNLL-U
+        (:func:`skgpstruct.datasets.load_conllu`).
+    encoding : str, default="utf-8"
+        Text encoding of the file.
+    conllu_tag : str, default="upos"
+        The CoNLL-U label (``tag`` of :func:`~skgpstruct.datasets.load_conllu`).
+    conllu_columns : sequence of str, default=("form",)
+        The CoNLL-U fields that are the token's columns.
+
+    Returns
+    -------
+    X_columns : list of list of tuple of str
+        The columns of each token (the label excluded).
+    y : list of list of str
+        The labels.
+    """
+    from ..datasets import load_conllu, load_crfpp
+
+    with input_path(path) as fname:
+        if fmt == "crfpp":
+            return load_crfpp(fname, encoding=encoding)
+        if fmt == "conllu":
+            return load_conllu(fname, tag=conllu_tag, columns=tuple(conllu_columns),
+                               encoding=encoding)
+    raise ValueError(f"unknown format {fmt!r}; expected 'crfpp' or 'conllu'.")
+
+
+def build_pipeline(template=None, tagger="crf", *, c2=None, max_iter=None, n_jobs=None,
+                   random_state=None, verbose=0):
+    """The unfitted pipeline that ``skgpstruct train`` fits.
+
+    Parameters
+    ----------
+    template : str or None, default=None
+        Text of a CRF++ template (:class:`~skgpstruct.features.CRFppTemplate`),
+        or None for :class:`~skgpstruct.features.WordFeatures` on column 0.
+    tagger : {"crf", "gp"}, default="crf"
+        :class:`~skgpstruct.RandomizedCRFTagger` or
+        :class:`~skgpstruct.GPStructTagger`.
+    c2 : float or None, default=None
+        L2 penalty of the CRF (its default if None); not for ``"gp"``.
+    max_iter, n_jobs, random_state, verbose : default=None, None, None, 0
+        The taggers' parameters of these names (their defaults if None).
+
+    Returns
+    -------
+    pipeline : sklearn.pipeline.Pipeline
+        Steps ``"features"`` and ``"tagger"``.
+
+    Examples
+    --------
+    >>> build_pipeline(tagger="crf", c2=1.0, max_iter=5)
+    Pipeline(steps=[('features', WordFeatures()),
+                    ('tagger', RandomizedCRFTagger(c2=1.0, max_iter=5))])
+    """
+    from sklearn.pipeline import Pipeline
+
+    from .. import GPStructTagger, RandomizedCRFTagger
+    from ..features import CRFppTemplate, WordFeatures
+
+    params = {"n_jobs": n_jobs, "random_state": random_state, "verbose": verbose}
+    if max_iter is not None:
+        params["max_iter"] = max_iter
+    if tagger == "crf":
+        if c2 is not None:
+            params["c2"] = c2
+        estimator = RandomizedCRFTagger(**params)
+    elif tagger == "gp":
+        if c2 is not None:
+            raise ValueError("c2 is a parameter of the crf tagger only.")
+        estimator = GPStructTagger(**params)
+    else:
+        raise ValueError(f"unknown tagger {tagger!r}; expected 'crf' or 'gp'.")
+    features = WordFeatures() if template is None else CRFppTemplate(template)
+    return Pipeline([("features", features), ("tagger", estimator)])
+
+
+def train(train_path, model_path, *, tagger="crf", template=None, fmt="crfpp",
+          c2=None, max_iter=None, n_jobs=None, random_state=None, verbose=0,
+          encoding="utf-8", conllu_tag="upos", conllu_columns=("form",),
+          command=None, err=None):
+    """Fit a tagger on a labelled file and save it (``skgpstruct train``).
+
+    Parameters
+    ----------
+    train_path : str or path-like
+        Training data, ``"-"`` for stdin (see :func:`load_training_data`).
+    model_path : str or path-like
+        The model file to write (:func:`skgpstruct._cli.save_model`).
+    tagger : {"crf", "gp"}, default="crf"
+        See :func:`build_pipeline`.
+    template : str or path-like or None, default=None
+        A CRF++ template file; None for the default word features.
+    fmt : {"crfpp", "conllu"}, default="crfpp"
+        Format of ``train_path``.
+    c2, max_iter, n_jobs, random_state, verbose
+        See :func:`build_pipeline`.
+    encoding : str, default="utf-8"
+        Encoding of the data and the template.
+    conllu_tag, conllu_columns
+        See :func:`load_training_data`.
+    command : str, default=None
+        The command line, stored in the model.
+    err : file-like, default=None
+        Where the warnings, and with ``verbose`` a summary, go
+        (``sys.stderr`` if None).
+
+    Returns
+    -------
+    model : dict
+        The saved model dict.
+    """
+    from ..features import CRFppTemplate
+
+    err = sys.stderr if err is None else err
+    template_text = None
+    if template is not None:
+        if not os.path.isfile(template):
+            raise CLIError(f"{os.fspath(template)}: no such template file.")
+        template_text = CRFppTemplate.from_file(template, encoding=encoding).template
+    X, y = load_training_data(train_path, fmt, encoding=encoding, conllu_tag=conllu_tag,
+                              conllu_columns=conllu_columns)
+    pipe = build_pipeline(template_text, tagger, c2=c2, max_iter=max_iter, n_jobs=n_jobs,
+                          random_state=random_state, verbose=verbose)
+    with relay_warnings("train", err):
+        pipe.fit(X, y)
+    classes = [str(c) for c in pipe[-1].classes_]
+    model = save_model(
+        model_path, pipe, tagger=tagger, format=fmt, encoding=encoding,
+        template=template_text, classes=classes, n_columns=len(X[0][0]),
+        conllu_tag=conllu_tag if fmt == "conllu" else None,
+        conllu_columns=list(conllu_columns) if fmt == "conllu" else None,
+        command=command,
+    )
+    if not verbose:
+        return model
+    n_tokens = sum(len(s) for s in y)
+    print(f"skgpstruct train: {len(y)} sentences, {n_tokens} tokens, "
+          f"{len(classes)} labels, {pipe[-1].n_features_in_} features; "
+          f"model written to {os.fspath(model_path)}", file=err)
+    return model
