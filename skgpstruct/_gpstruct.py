@@ -59,8 +59,10 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         Prior variance ``sigma^2`` of the weights when ``kernel=None``.
         ``"cv"``: chosen among 0.1, 0.3, ..., 100 by 3-fold validation of
         the posterior-mode CRF of the same model (CRFsuite's
-        ``c2 = 1 / (2 sigma^2)``) on the training sequences, lowest held-out
-        token error (:func:`skgpstruct._variance_cv.cv_prior_variance`; 21
+        ``c2 = 1 / (2 sigma^2)``) on the training sequences: the lowest
+        held-out log loss among the variances whose held-out token error is
+        within one standard error of the lowest
+        (:func:`skgpstruct._variance_cv.cv_prior_variance`; 21
         fits of a plain CRF, a few seconds on the benchmark folds; the
         table is kept in ``variance_cv_results_``; with fewer than two
         training sequences, or no fold with two labels, 1.0 with a
@@ -196,7 +198,8 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         ``T``; ``T`` narrows the spread around it: 1 is the Bayesian
         posterior, ``T -> 0`` the CRF. ``"auto"``: chosen with
         ``kernel_variance="cv"``, on the same folds, by held-out marginal
-        log loss among 1, 0.5, 0.25, 0.1 and 0.05
+        log loss among 1, 0.5, 0.25 and 0.1: the warmest within one
+        standard error of the lowest
         (:func:`skgpstruct._variance_cv.cv_temperature`: the Laplace
         posterior of each fold's CRF scaled by each ``T``, 32 draws; about
         a second; the table is kept in ``temperature_cv_results_``), 1
@@ -277,8 +280,8 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         ``transition_var_`` are the fitted ones, ``kernel_`` and
         ``transition_prior_var_`` the model's prior.
     temperature_cv_results_ : dict or None
-        Only with ``temperature="auto"``: ``"temperature"`` and
-        ``"log_loss"`` (held-out, per candidate), or None when the
+        Only with ``temperature="auto"``: ``"temperature"``, ``"log_loss"``
+        and ``"log_loss_se"`` (held-out, per candidate), or None when the
         temperature was not validated.
     variance_cv_results_ : dict
         Only with ``kernel=None, kernel_variance="cv"``: ``"variance"``,

@@ -277,12 +277,37 @@ def test_elbo_variance_grows_with_the_prior_variance(model_data):
 def test_cv_prior_variance_scoring(model_data):
     X, y = model_data[0.3]
     data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
-    by_error, res = cv_prior_variance(data, 4, random_state=0)
+    by_1se, res = cv_prior_variance(data, 4, random_state=0)
+    by_error, res1 = cv_prior_variance(data, 4, random_state=0, scoring="error")
     by_loss, res2 = cv_prior_variance(data, 4, random_state=0, scoring="log_loss")
     # the same validation fits, only the criterion differs
-    np.testing.assert_array_equal(res["log_loss"], res2["log_loss"])
-    assert by_loss == res["variance"][np.argmin(res["log_loss"])]
-    err = res["error"]
-    assert err[list(res["variance"]).index(by_error)] == err.min()
+    for other in (res1, res2):
+        np.testing.assert_array_equal(res["log_loss"], other["log_loss"])
+        np.testing.assert_array_equal(res["error"], other["error"])
+    grid, err, loss = list(res["variance"]), res["error"], res["log_loss"]
+    assert by_loss == grid[np.argmin(loss)]
+    assert err[grid.index(by_error)] == err.min()
+    # error_1se: the lowest log loss among the errors within one binomial
+    # standard error of the lowest (n held-out tokens: every training token)
+    n = sum(len(t) for t in y)
+    close = err <= err.min() + np.sqrt(err.min() * (1 - err.min()) / n) + 1e-12
+    assert by_1se == grid[int(np.argmin(np.where(close, loss, np.inf)))]
     with pytest.raises(ValueError, match="scoring"):
         cv_prior_variance(data, 4, scoring="brier")
+
+
+def test_cv_prior_variance_1se_breaks_flat_error_by_log_loss():
+    # a flat error curve: every variance within the band, the log loss decides;
+    # a sharp one: the band holds the lowest error only
+    from skgpstruct import _variance_cv
+
+    grid = np.array(PRIOR_VARIANCE_GRID)
+
+    def pick(errors, losses, n=1000):
+        j = _variance_cv._select(np.asarray(errors) * n, np.asarray(losses) * n, n,
+                                 "error_1se")
+        return grid[j]
+
+    losses = [0.5, 0.4, 0.3, 0.35, 0.4, 0.45, 0.5]
+    assert pick([0.10] * 7, losses) == 1.0
+    assert pick([0.20, 0.20, 0.20, 0.20, 0.10, 0.20, 0.20], losses) == 10.0

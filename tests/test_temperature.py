@@ -27,8 +27,11 @@ def test_auto_is_validated_with_the_prior_variance(data):
     gp = GPStructTagger(**FAST).fit(X, y)
     res = gp.temperature_cv_results_
     assert gp.temperature_ in TEMPERATURE_GRID
-    assert_allclose(np.sort(res["temperature"]), np.sort(TEMPERATURE_GRID))
-    assert gp.temperature_ == res["temperature"][np.argmin(res["log_loss"])]
+    assert_allclose(res["temperature"], sorted(TEMPERATURE_GRID, reverse=True))
+    low = np.argmin(res["log_loss"])
+    band = res["log_loss"] <= res["log_loss"][low] + res["log_loss_se"][low]
+    assert gp.temperature_ == res["temperature"][np.flatnonzero(band)[0]]
+    assert np.all(np.diff(res["temperature"]) < 0)  # from the warmest down
     assert np.all(np.isfinite(res["log_loss"]))
     # a fixed prior variance: not validated, the Bayesian posterior
     fixed = GPStructTagger(kernel_variance=3.0, **FAST).fit(X, y)
@@ -102,17 +105,23 @@ def _cv(X, y):
 
 
 def test_validation_keeps_the_bayesian_posterior_where_the_model_holds():
-    # labels drawn from the model with weak weights (sigma^2 = 0.3): the
-    # posterior's spread is right, T = 1 (held-out log loss 1.175 against
-    # 1.182 at T = 0.5 and 1.192 at T = 0.1)
+    # labels drawn from the model with weak weights (sigma^2 = 0.3, which
+    # validation recovers): the held-out log losses of T = 1 ... 0.1 differ
+    # by 0.004 (1.164 to 1.159), well within one standard error (about
+    # 0.02): the band keeps the Bayesian posterior, where the lowest mean
+    # alone would pick T = 0.1
     X, y = _model_data(0.3, seed=4)
+    data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
+    T, res = cv_temperature(data, 4, 0.3, random_state=0)
+    assert T == 1.0
+    assert np.argmin(res["log_loss"]) != 0  # the band, not the minimum, decides
     assert _cv(X, y) == 1.0
 
 
 def test_validation_cools_the_posterior_on_rare_binary_features(shared_dir):
     # chunking, papers' features, fold 0: thousands of rare binary features
-    # under one prior variance, the spread is too wide (T = 1: held-out log
-    # loss about 1.9, the mode about 0.6)
+    # under one prior variance, the spread is too wide (held-out log loss
+    # 1.4 at T = 1, 0.5 at T = 0.1)
     b = load_benchmark("chunking", features="gpstruct")
     train = b.folds[0][0]
     X = [b.X[i] for i in train]
