@@ -88,7 +88,7 @@ def _scores(y_te, y_pred, marginals, labels, fit_s):
     marginals, labels = _with_unseen_labels(y_te, marginals, labels)
     conf, acc, counts = reliability_curve(y_te, marginals, labels=labels, n_bins=N_BINS)
     return {
-        "error %": token_error_rate(y_te, y_pred),
+        "error %": 100.0 * token_error_rate(y_te, y_pred),
         "argmax error %": 100.0 * selective_error(y_te, marginals, labels=labels,
                                                   coverage=1.0),
         "log loss": marginal_log_loss(y_te, marginals, labels=labels),

@@ -85,8 +85,8 @@ def run_gp(X_tr, y_tr, X_te, y_te, params, seed):
     t0 = time.perf_counter()
     pred_v = gp.predict(X_te)
     pred_v_s = time.perf_counter() - t0
-    return ((token_error_rate(y_te, pred), fit_s, pred_s),
-            (token_error_rate(y_te, pred_v), fit_s, pred_v_s))
+    return ((100.0 * token_error_rate(y_te, pred), fit_s, pred_s),
+            (100.0 * token_error_rate(y_te, pred_v), fit_s, pred_v_s))
 
 
 def run_crfsuite(X_tr, y_tr, X_te, y_te, c2):
@@ -101,7 +101,7 @@ def run_crfsuite(X_tr, y_tr, X_te, y_te, c2):
     t0 = time.perf_counter()
     pred = crf.predict(F_te)
     pred_s = time.perf_counter() - t0
-    return token_error_rate([[str(v) for v in t] for t in y_te], pred), fit_s, pred_s
+    return 100.0 * token_error_rate([[str(v) for v in t] for t in y_te], pred), fit_s, pred_s
 
 
 def _summary(model, task, features, results):

@@ -245,7 +245,7 @@ def gpstruct_fit_notes():
         t0 = time.perf_counter()
         gp.fit(X_tr, y_tr)
         fit_s = time.perf_counter() - t0
-        err = token_error_rate(y_te, gp.predict(X_te))
+        err = 100.0 * token_error_rate(y_te, gp.predict(X_te))
         out[device] = {"fit s": fit_s, "error %": float(err)}
         print(f"GPStructTagger basenp_large fold 0, device={device}: fit {fit_s:.1f} s, "
               f"error {err:.2f} %", flush=True)

@@ -437,8 +437,8 @@ def selective_error(y_true, marginals, *, labels, coverage=0.8):
     Returns
     -------
     error : float
-        A fraction in ``[0, 1]`` (multiply by 100 to compare with
-        :func:`token_error_rate`); lower is better.
+        A fraction in ``[0, 1]``, as :func:`token_error_rate`; lower is
+        better.
 
     See Also
     --------

@@ -129,7 +129,7 @@ def demo(n_sequences=400, n_classes=5, n_features=20, random_state=0, out=None):
     errors = {}
     print(f"{'model':<52}{'token error %':>14}{'fit s':>8}", file=out)
     for name, pred, seconds in rows:
-        errors[name] = token_error_rate(y_te, pred)
+        errors[name] = 100.0 * token_error_rate(y_te, pred)
         fit_s = "" if seconds != seconds else f"{seconds:.2f}"
         print(f"{name:<52}{errors[name]:>14.2f}{fit_s:>8}", file=out)
     return errors

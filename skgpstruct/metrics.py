@@ -161,7 +161,7 @@ def _accuracy(y_true, y_pred, sample_weight=None):
 
 
 def _error_rate(y_true, y_pred):
-    return 100.0 * (1.0 - _accuracy(y_true, y_pred))
+    return 1.0 - _accuracy(y_true, y_pred)
 
 
 def _report(y_true, y_pred, **kwargs):
@@ -192,18 +192,20 @@ flat_accuracy_score = _flat_metric(
 
 token_error_rate = _flat_metric(
     "token_error_rate", "accuracy_score", _error_rate,
-    summary="Token error rate in percent: ``100 * (1 - flat accuracy)``.",
-    notes="This is the metric of the GPstruct papers' Table 1.",
+    summary="Token error rate: the fraction of mislabelled tokens, ``1 - flat accuracy``.",
+    notes="The metric of the GPstruct papers' Table 1, which print it in percent "
+          "(multiply by 100). Like every metric of this module it is a fraction "
+          "in [0, 1].",
     returns="""\
     error : float
-        Percentage of mislabelled tokens.
+        Fraction of mislabelled tokens.
 """,
     examples="""\
     Examples
     --------
     >>> from skgpstruct.metrics import token_error_rate
     >>> token_error_rate([[0, 1, 1, 0]], [[0, 1, 0, 0]])
-    25.0
+    0.25
 """,
 )
 

@@ -26,7 +26,7 @@ def test_flat_scores_match_sklearn_on_flattened_tokens():
     assert flat_accuracy_score(Y_TRUE, Y_PRED) == pytest.approx(
         accuracy_score(flat_t, flat_p)
     )
-    assert token_error_rate(Y_TRUE, Y_PRED) == pytest.approx(100 * 2 / 9)
+    assert token_error_rate(Y_TRUE, Y_PRED) == pytest.approx(2 / 9)
     assert flat_f1_score(Y_TRUE, Y_PRED, average="macro") == pytest.approx(
         f1_score(flat_t, flat_p, average="macro")
     )
@@ -119,7 +119,7 @@ class _Echo(BaseEstimator):
 def test_scorers_on_sequences():
     est = _Echo(Y_PRED)
     assert SCORERS["flat_accuracy"](est, None, Y_TRUE) == pytest.approx(7 / 9)
-    assert SCORERS["token_error"](est, None, Y_TRUE) == pytest.approx(-100 * 2 / 9)
+    assert SCORERS["token_error"](est, None, Y_TRUE) == pytest.approx(-2 / 9)
     assert SCORERS["sequence_accuracy"](est, None, Y_TRUE) == pytest.approx(1 / 3)
     assert 0 < SCORERS["chunk_f1"](est, None, Y_TRUE) < 1
 
