@@ -495,7 +495,9 @@ def risk_coverage_curve(y_true, marginals, *, labels):
 
 
 class _MarginalScorer:
-    """``scorer(estimator, X, y)`` from a metric of ``predict_marginals``."""
+    """``scorer(estimator, X, y)`` from a metric of the marginals
+    (``predict_proba``, the taggers' ``predict_marginals`` under the name a
+    Pipeline forwards)."""
 
     def __init__(self, score_func, sign, kwargs):
         self._score_func = score_func
@@ -503,7 +505,7 @@ class _MarginalScorer:
         self._kwargs = kwargs
 
     def __call__(self, estimator, X, y_true):
-        marginals = estimator.predict_marginals(X)
+        marginals = estimator.predict_proba(X)
         score = self._score_func(y_true, marginals, labels=estimator.classes_,
                                  **self._kwargs)
         return self._sign * score
@@ -517,7 +519,9 @@ class _MarginalScorer:
 def make_marginal_scorer(score_func, *, greater_is_better=False, **kwargs):
     """Make a scorer for GridSearchCV from a metric of the token marginals.
 
-    The scorer calls ``estimator.predict_marginals(X)`` and
+    The scorer calls ``estimator.predict_proba(X)`` (the taggers'
+    ``predict_marginals``, under the name that a Pipeline ending in a
+    tagger forwards) and
     ``score_func(y, marginals, labels=estimator.classes_, **kwargs)``, and
     negates the result when ``greater_is_better`` is False, as
     :func:`sklearn.metrics.make_scorer` does (so ``neg_marginal_log_loss``

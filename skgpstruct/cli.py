@@ -248,6 +248,9 @@ def build_parser(prog="skgpstruct"):
     p.add_argument("--conllu-columns", default="form", metavar="NAMES",
                    help="comma-separated CoNLL-U fields that are the token's "
                         "columns (default: form)")
+    p.add_argument("--c1", type=_non_negative_float, metavar="X",
+                   help="L1 penalty of the crf tagger, as crfsuite's c1 (default: 0; "
+                        "> 0 trains with OWL-QN)")
     p.add_argument("--c2", type=_non_negative_float, metavar="X",
                    help="L2 penalty of the crf tagger (default: its own, 0.1)")
     p.add_argument("--max-iter", type=_positive, metavar="N",
@@ -292,11 +295,12 @@ def _run(args, parser, argv):
         demo(n_sequences=args.n_sequences, n_classes=args.n_classes,
              n_features=args.n_features, random_state=args.random_state)
     elif args.command == "train":
-        if args.tagger == "gp" and args.c2 is not None:
-            parser.error("--c2 is an option of --tagger crf only")
+        if args.tagger == "gp" and (args.c1 is not None or args.c2 is not None):
+            parser.error("--c1 and --c2 are options of --tagger crf only")
         columns = tuple(c.strip() for c in args.conllu_columns.split(",") if c.strip())
         train(args.train, args.model, tagger=args.tagger, template=args.template,
-              fmt=args.fmt, c2=args.c2, max_iter=args.max_iter, n_jobs=args.n_jobs,
+              fmt=args.fmt, c1=args.c1, c2=args.c2, max_iter=args.max_iter,
+              n_jobs=args.n_jobs,
               random_state=args.random_state, verbose=args.verbose,
               encoding=args.encoding, conllu_tag=args.conllu_tag,
               conllu_columns=columns,

@@ -264,6 +264,8 @@ class _Marginals(BaseEstimator):
     def predict_marginals(self, X):
         return self.marginals
 
+    predict_proba = predict_marginals
+
 
 def test_scorers_negate_the_losses_with_classes_as_labels():
     est = _Marginals(P, LABELS).fit(None, None)
@@ -302,3 +304,18 @@ def test_scorer_in_grid_search_over_randomized_crf():
     ece = cross_val_score(RandomizedCRFTagger(random_state=0), X, y, cv=3,
                           scoring=SCORERS["neg_expected_calibration_error"])
     assert np.all((ece <= 0) & (ece >= -1))
+
+
+def test_marginal_scorers_reach_a_tagger_through_a_pipeline():
+    # a Pipeline forwards predict_proba (and classes_), not predict_marginals
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    X, y = make_chain_data(n_sequences=30, n_classes=3, n_features=6, random_state=0)
+    pipe = make_pipeline(FunctionTransformer(lambda X: X),
+                         RandomizedCRFTagger(random_state=0)).fit(X, y)
+    crf = pipe[-1]
+    for name, metric in [("neg_marginal_log_loss", marginal_log_loss),
+                         ("neg_expected_calibration_error", expected_calibration_error)]:
+        assert SCORERS[name](pipe, X, y) == pytest.approx(
+            -metric(y, crf.predict_marginals(X), labels=crf.classes_))

@@ -144,6 +144,8 @@ def test_version_in_process(capsys):
     ["tag", "-m", "m.skg", "-n", "-1", "f"],
     ["train", "only_one_arg"],
     ["train", "--tagger", "gp", "--c2", "1", "a", "b"],
+    ["train", "--tagger", "gp", "--c1", "1", "a", "b"],
+    ["train", "--c1", "-1", "a", "b"],
     ["train", "--max-iter", "0", "a", "b"],
     ["eval"],
 ])
@@ -154,6 +156,19 @@ def test_usage_errors_exit_2(argv, capsys):
 
 
 # ---------------------------------------------------------- train and tag
+
+
+def test_train_c1_is_crfsuites_l1(files, tmp_path):
+    # --c1 reaches the tagger: many weights exactly 0 (OWL-QN), none without
+    d = files
+    status = main(["train", "--template", str(d / "template"), "--c1", "1.0",
+                   "--max-iter", "30", "--random-state", "0", str(d / "train.data"),
+                   str(tmp_path / "l1.skg")])
+    assert status == 0
+    l1 = load_model(tmp_path / "l1.skg")["pipeline"][-1]
+    plain = load_model(d / "m.skg")["pipeline"][-1]
+    assert l1.c1 == 1.0 and plain.c1 == 0.0
+    assert np.mean(l1.coef_ == 0) > 0.5 > np.mean(plain.coef_ == 0)
 
 
 def test_model_file_metadata(files):

@@ -48,8 +48,8 @@ def load_training_data(path, fmt="crfpp", *, encoding="utf-8", conllu_tag="upos"
     raise ValueError(f"unknown format {fmt!r}; expected 'crfpp' or 'conllu'.")
 
 
-def build_pipeline(template=None, tagger="crf", *, c2=None, max_iter=None, n_jobs=None,
-                   random_state=None, verbose=0):
+def build_pipeline(template=None, tagger="crf", *, c1=None, c2=None, max_iter=None,
+                   n_jobs=None, random_state=None, verbose=0):
     """The unfitted pipeline that ``skgpstruct train`` fits.
 
     Parameters
@@ -60,8 +60,9 @@ def build_pipeline(template=None, tagger="crf", *, c2=None, max_iter=None, n_job
     tagger : {"crf", "gp"}, default="crf"
         :class:`~skgpstruct.RandomizedCRFTagger` or
         :class:`~skgpstruct.GPStructTagger`.
-    c2 : float or None, default=None
-        L2 penalty of the CRF (its default if None); not for ``"gp"``.
+    c1, c2 : float or None, default=None
+        L1 and L2 penalties of the CRF, as CRFsuite's (its defaults if None);
+        not for ``"gp"``.
     max_iter, n_jobs, random_state, verbose : default=None, None, None, 0
         The taggers' parameters of these names (their defaults if None).
 
@@ -85,12 +86,13 @@ def build_pipeline(template=None, tagger="crf", *, c2=None, max_iter=None, n_job
     if max_iter is not None:
         params["max_iter"] = max_iter
     if tagger == "crf":
-        if c2 is not None:
-            params["c2"] = c2
+        for name, value in (("c1", c1), ("c2", c2)):
+            if value is not None:
+                params[name] = value
         estimator = RandomizedCRFTagger(**params)
     elif tagger == "gp":
-        if c2 is not None:
-            raise ValueError("c2 is a parameter of the crf tagger only.")
+        if c1 is not None or c2 is not None:
+            raise ValueError("c1 and c2 are parameters of the crf tagger only.")
         estimator = GPStructTagger(**params)
     else:
         raise ValueError(f"unknown tagger {tagger!r}; expected 'crf' or 'gp'.")
@@ -99,7 +101,7 @@ def build_pipeline(template=None, tagger="crf", *, c2=None, max_iter=None, n_job
 
 
 def train(train_path, model_path, *, tagger="crf", template=None, fmt="crfpp",
-          c2=None, max_iter=None, n_jobs=None, random_state=None, verbose=0,
+          c1=None, c2=None, max_iter=None, n_jobs=None, random_state=None, verbose=0,
           encoding="utf-8", conllu_tag="upos", conllu_columns=("form",),
           command=None, err=None):
     """Fit a tagger on a labelled file and save it (``skgpstruct train``).
@@ -116,7 +118,7 @@ def train(train_path, model_path, *, tagger="crf", template=None, fmt="crfpp",
         A CRF++ template file; None for the default word features.
     fmt : {"crfpp", "conllu"}, default="crfpp"
         Format of ``train_path``.
-    c2, max_iter, n_jobs, random_state, verbose
+    c1, c2, max_iter, n_jobs, random_state, verbose
         See :func:`build_pipeline`.
     encoding : str, default="utf-8"
         Encoding of the data and the template.
@@ -143,8 +145,8 @@ def train(train_path, model_path, *, tagger="crf", template=None, fmt="crfpp",
         template_text = CRFppTemplate.from_file(template, encoding=encoding).template
     X, y = load_training_data(train_path, fmt, encoding=encoding, conllu_tag=conllu_tag,
                               conllu_columns=conllu_columns)
-    pipe = build_pipeline(template_text, tagger, c2=c2, max_iter=max_iter, n_jobs=n_jobs,
-                          random_state=random_state, verbose=verbose)
+    pipe = build_pipeline(template_text, tagger, c1=c1, c2=c2, max_iter=max_iter,
+                          n_jobs=n_jobs, random_state=random_state, verbose=verbose)
     with relay_warnings("train", err):
         pipe.fit(X, y)
     classes = [str(c) for c in pipe[-1].classes_]

@@ -394,6 +394,20 @@ class WeightSpaceObjective:
         self._noise, self._noise_bytes, self._noise_lock = {}, 0, threading.Lock()
         self._noise_budget = NOISE_CACHE_BYTES
 
+    def __getstate__(self):
+        # joblib backends that run the chunks in other processes (dask)
+        # pickle the chunk work, and this objective with it: a lock cannot
+        # be pickled, and the copy starts with an empty noise cache (its
+        # draws come from the same seeds, so the values are the same)
+        state = self.__dict__.copy()
+        del state["_noise_lock"]
+        state["_noise"], state["_noise_bytes"] = {}, 0
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._noise_lock = threading.Lock()
+
     def bounds(self, x0):
         """L-BFGS-B box: ``log s`` and the learned log variances bounded, a
         variance not learned fixed at its value in ``x0``."""

@@ -223,6 +223,23 @@ def test_temperature_out_of_range(temperature):
         WeightSpaceObjective(CRFLikelihood(), X, lengths, y, 3, temperature=temperature)
 
 
+def test_objective_pickles_and_evaluates_the_same():
+    # process-based joblib backends (dask) ship the objective with the
+    # chunk work: it must pickle (its cache lock is dropped and remade)
+    import pickle
+
+    obj = _objective(CRFLikelihood())
+    x = _random_x(obj.layout, 3)
+    n = obj.lengths.size
+    idx, seeds = np.arange(n), np.arange(n)
+    value, grad = obj(x, idx, seeds, 1.0)  # fills the noise cache
+    copy = pickle.loads(pickle.dumps(obj))
+    assert copy._noise == {} and copy._noise_lock is not obj._noise_lock
+    value2, grad2 = copy(x, idx, seeds, 1.0)
+    assert value2 == value
+    assert_array_equal(grad2, grad)
+
+
 def test_fixed_variances_are_fixed_by_the_bounds():
     obj = _objective(CRFLikelihood(), (False, True))
     x = _random_x(obj.layout, 1)

@@ -1,0 +1,127 @@
+"""The documentation in doc/ keeps up with the package (cheap: no Sphinx).
+
+- Every public name (each public module's ``__all__``) is listed in the API
+  reference, ``doc/api.rst``, in its module's section, so that a new public
+  function cannot be left out of the docs.
+- Every example of the gallery in ``examples/`` is a ``plot_*.py`` script
+  (the pattern sphinx-gallery runs) with a titled docstring, and it compiles.
+
+Skipped when doc/ is absent (an installed package without its sources).
+"""
+
+import ast
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import skgpstruct
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DOC_DIR = REPO_ROOT / "doc"
+API_RST = DOC_DIR / "api.rst"
+EXAMPLES_DIR = REPO_ROOT / "examples"
+
+pytestmark = pytest.mark.skipif(not API_RST.is_file(), reason="doc/ is not available")
+
+# The examples the documentation pages point to.
+EXPECTED_EXAMPLES = {
+    "plot_quick_start.py",
+    "plot_uncertainty.py",
+    "plot_randomized_many_labels.py",
+    "plot_inspection.py",
+    "plot_pipeline_grid_search.py",
+}
+
+
+def public_modules():
+    """``skgpstruct`` and its public direct submodules and subpackages."""
+    names = ["skgpstruct"]
+    for info in pkgutil.iter_modules(skgpstruct.__path__):
+        if not info.name.startswith("_"):
+            names.append(f"skgpstruct.{info.name}")
+    return names
+
+
+def api_sections():
+    """``{module: text of its section}``: the text of api.rst after each
+    ``.. currentmodule:: module`` up to the next one."""
+    text = API_RST.read_text(encoding="utf-8")
+    parts = re.split(r"^\.\. currentmodule:: *(\S+) *$", text, flags=re.MULTILINE)
+    sections = {}
+    for module, body in zip(parts[1::2], parts[2::2]):
+        sections[module] = sections.get(module, "") + body
+    return sections
+
+
+def documented_names(section):
+    """Names listed in autosummary tables (one per indented line) or given a
+    ``py:data`` / ``py:class`` / ``py:function`` directive."""
+    names = set()
+    in_autosummary = False
+    for line in section.splitlines():
+        directive = re.match(r"^\.\. (?:py:)?(\w+):: *(\S*)", line)
+        if directive:
+            in_autosummary = directive.group(1) == "autosummary"
+            if directive.group(1) in ("data", "class", "function", "exception"):
+                names.add(directive.group(2))
+            continue
+        if in_autosummary:
+            entry = re.match(r"^ {3}~?([\w.]+)\s*$", line)
+            if entry:
+                names.add(entry.group(1).rsplit(".", 1)[-1])
+            elif line and not line.startswith(" "):
+                in_autosummary = False
+    return names
+
+
+@pytest.mark.parametrize("module_name", public_modules())
+def test_every_public_name_is_in_the_api_reference(module_name):
+    module = importlib.import_module(module_name)
+    public = getattr(module, "__all__", None)
+    if public is None:
+        pytest.skip(f"{module_name} has no __all__")
+    sections = api_sections()
+    assert module_name in sections, (
+        f"doc/api.rst has no section for {module_name} "
+        f"(add '.. currentmodule:: {module_name}' and an autosummary of its names)"
+    )
+    missing = sorted(set(public) - documented_names(sections[module_name]))
+    assert not missing, (
+        f"public names of {module_name} missing from doc/api.rst: {missing} "
+        "(add them to its autosummary, or a '.. py:data::' entry for data)"
+    )
+
+
+def test_api_reference_lists_no_stale_names():
+    for module_name, section in api_sections().items():
+        module = importlib.import_module(module_name)
+        stale = sorted(name for name in documented_names(section)
+                       if not hasattr(module, name))
+        assert not stale, f"doc/api.rst lists names {module_name} lacks: {stale}"
+
+
+def test_gallery_examples():
+    assert (EXAMPLES_DIR / "README.rst").is_file() or (EXAMPLES_DIR / "README.txt").is_file()
+    scripts = sorted(p.name for p in EXAMPLES_DIR.glob("*.py"))
+    assert EXPECTED_EXAMPLES <= set(scripts), sorted(EXPECTED_EXAMPLES - set(scripts))
+    for name in scripts:
+        assert name.startswith("plot_"), (
+            f"examples/{name} does not match sphinx-gallery's filename_pattern "
+            "'/plot_': it would be shown but not run"
+        )
+        source = (EXAMPLES_DIR / name).read_text(encoding="utf-8")
+        tree = ast.parse(source, filename=name)  # also: it compiles
+        docstring = ast.get_docstring(tree)
+        assert docstring, f"examples/{name} needs a docstring (the gallery's title and text)"
+        lines = [line for line in docstring.splitlines() if line.strip()]
+        if lines and set(lines[0].strip()) == {"="}:  # an overline
+            lines = lines[1:]
+        assert len(lines) >= 2 and set(lines[1].strip()) == {"="}, (
+            f"examples/{name}: the docstring must start with a title underlined by '='"
+        )
+        assert len(lines[1].strip()) >= len(lines[0].strip()), (
+            f"examples/{name}: the title's underline is shorter than the title"
+        )
