@@ -16,8 +16,7 @@ from pathlib import Path
 TITLES = {
     "gpstruct_table1": "GPstruct protocol: token error against sklearn-crfsuite and CRF++",
     "crfsuite_compare": "Exact RandomizedCRFTagger against sklearn-crfsuite",
-    "calibration_basenp": "Calibration: base NP",
-    "calibration_chunking_basenp_large": "Calibration: chunking and base NP large",
+    "calibration": "Calibration of the marginals: three tasks, two feature paths",
     "calibration_basenp_inducing": "Calibration: base NP, inducing-point form",
     "calibration_basenp_coupled": "Calibration: base NP, coupled posterior",
     "active_learning": "Active learning",
