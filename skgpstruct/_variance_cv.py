@@ -75,6 +75,30 @@ class CannotValidate(ValueError):
     """Too few sequences (or labels per fold) to validate the prior variance."""
 
 
+def _folds(data, n_folds, random_state, what):
+    """``(X_tr, y_tr, X_te, y_te)`` of each fold of a shuffled K-fold split
+    of the sequences whose training part has two labels or more (the same
+    folds for the same ``random_state``); ``what`` names the parameter
+    (``"kernel_variance"``, ``"temperature"``) in the CannotValidate
+    messages."""
+    n = data.n_sequences
+    k = min(int(n_folds), n)
+    if k < 2:
+        raise CannotValidate(f"Choosing {what} by validation needs at least 2 "
+                             f"training sequences; give {what} a number.")
+    found = False
+    for train, test in KFold(k, shuffle=True, random_state=random_state).split(
+            np.arange(n)):
+        X_tr, y_tr = _sequences(data, train)
+        if np.unique(np.concatenate(y_tr)).size < 2:
+            continue
+        found = True
+        yield (X_tr, y_tr, *_sequences(data, test))
+    if not found:
+        raise CannotValidate("Every validation fold had a single label in "
+                             f"training: give {what} a number.")
+
+
 def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
                       random_state=0, n_jobs=None, scoring="error_1se"):
     """Prior variance of the weights chosen by K-fold validation of the MAP CRF.
@@ -123,19 +147,8 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
         raise ValueError("scoring must be 'error_1se', 'error' or 'log_loss', got "
                          f"{scoring!r}.")
     grid = np.sort(np.asarray(grid, dtype=np.float64))
-    n = data.n_sequences
-    k = min(int(n_folds), n)
     errors, losses, n_tokens = np.zeros(grid.size), np.zeros(grid.size), 0
-    if k < 2:
-        raise CannotValidate("Choosing the prior variance by validation needs at "
-                             "least 2 training sequences; give kernel_variance a "
-                             "number.")
-    split = KFold(k, shuffle=True, random_state=random_state)
-    for train, test in split.split(np.arange(n)):
-        X_tr, y_tr = _sequences(data, train)
-        X_te, y_te = _sequences(data, test)
-        if np.unique(np.concatenate(y_tr)).size < 2:
-            continue
+    for X_tr, y_tr, X_te, y_te in _folds(data, n_folds, random_state, "kernel_variance"):
         crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True, n_jobs=n_jobs)
         # strongest prior first: each fit starts from the previous optimum
         for j in range(grid.size):
@@ -144,9 +157,6 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
             errors[j] += e
             losses[j] += ll
         n_tokens += sum(len(t) for t in y_te)
-    if n_tokens == 0:
-        raise CannotValidate("Every validation fold had a single label in "
-                             "training: give kernel_variance a number.")
     best = _select(errors, losses, n_tokens, scoring)
     results = {"variance": grid, "error": errors / n_tokens, "log_loss": losses / n_tokens}
     return float(grid[best]), results
@@ -269,28 +279,15 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
     from ._randomized_crf import RandomizedCRFTagger
 
     grid = np.sort(np.asarray(grid, dtype=np.float64))[::-1]
-    n = data.n_sequences
-    k = min(int(n_folds), n)
-    if k < 2:
-        raise CannotValidate("Choosing the temperature by validation needs at "
-                             "least 2 training sequences; give temperature a number.")
     rng = np.random.default_rng(random_state)
     losses = []
-    split = KFold(k, shuffle=True, random_state=random_state)
-    for train, test in split.split(np.arange(n)):
-        X_tr, y_tr = _sequences(data, train)
-        X_te, y_te = _sequences(data, test)
-        if np.unique(np.concatenate(y_tr)).size < 2:
-            continue
+    for X_tr, y_tr, X_te, y_te in _folds(data, n_folds, random_state, "temperature"):
         crf = RandomizedCRFTagger(c2=0.5 / variance, max_iter=_CV_MAX_ITER,
                                   n_jobs=n_jobs).fit(X_tr, y_tr)
         Xf, _, lengths = _flat(X_tr, y_tr)
         s_w, s_b = _laplace_variances(crf, Xf, lengths, variance)
         Xh, yh, lengths_h = _flat(X_te, y_te)
         losses.append(_held_out_log_loss(crf, s_w, s_b, Xh, yh, lengths_h, grid, rng))
-    if not losses:
-        raise CannotValidate("Every validation fold had a single label in "
-                             "training: give temperature a number.")
     losses = np.concatenate(losses, axis=1)
     mean = losses.mean(axis=1)
     low = int(np.argmin(mean))
