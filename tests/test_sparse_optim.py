@@ -133,10 +133,12 @@ def chain_data():
     return X[:80], y[:80], X[80:], y[80:]
 
 
-def test_adagrad_fit_is_accurate_and_independent_of_n_jobs(chain_data):
+# 64: two chunks per minibatch, whose row-sparse gradients are merged
+@pytest.mark.parametrize("batch_size", [16, 64])
+def test_adagrad_fit_is_accurate_and_independent_of_n_jobs(chain_data, batch_size):
     X_tr, y_tr, X_te, y_te = chain_data
     kwargs = dict(n_top=2, n_sampled=1, optimizer="adagrad", learning_rate=0.5,
-                  max_iter=15, batch_size=16, random_state=0)
+                  max_iter=15, batch_size=batch_size, random_state=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         one = RandomizedCRFTagger(**kwargs).fit(X_tr, y_tr)
