@@ -21,6 +21,8 @@ from skgpstruct._sequences import SequenceData
 from skgpstruct._sparse_optim import ProximalAdaGrad, RowSparseGradient
 from skgpstruct.datasets import make_chain_data
 
+from .test_sparse_optim import _sparse_problem
+
 
 # ---------------------------------------------------------------- OWL-QN
 def _logistic_problem(seed=0, n=200, d=30, intercept=False):
@@ -226,28 +228,12 @@ def _reference_steps(x, grads, lr, decay, l1, lo, hi, eps=1e-8):
     return x
 
 
-def _sparse_problem(seed, n_rows=12, n_cols=3, n_rest=5, n_steps=60):
-    """Random start and gradients whose row block is zero outside a random
-    subset of rows at every step; rows are skipped for long runs (so that
-    skipped steps shrink some of them to exactly 0)."""
-    rng = np.random.default_rng(seed)
-    x0 = rng.normal(size=n_rows * n_cols + n_rest)
-    grads, touched = [], []
-    for k in range(n_steps):
-        rows = np.sort(rng.choice(n_rows - 1, size=rng.integers(0, 4), replace=False))
-        g = np.zeros_like(x0)
-        block = rng.normal(size=(rows.shape[0], n_cols))
-        g[: n_rows * n_cols].reshape(n_rows, n_cols)[rows] = block
-        g[n_rows * n_cols:] = rng.normal(size=n_rest)
-        grads.append(g)
-        touched.append((rows, block, g[n_rows * n_cols:].copy()))
-    return x0, grads, touched
-
-
 @pytest.mark.parametrize("decay", [0.0, 0.3])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_lazy_l1_steps_equal_the_dense_algorithm(decay, seed):
-    x0, grads, touched = _sparse_problem(seed)
+    # rows skipped for long runs (so that skipped steps shrink some of them
+    # to exactly 0), some never touched, one touched once
+    x0, grads, touched = _sparse_problem(seed, n_rows=12, n_steps=60)
     lo, hi = 37, 39
     kwargs = dict(n_rows=12, n_cols=3, weight_decay=decay, l1=0.02, undecayed=(lo, hi))
     dense, lazy = ProximalAdaGrad(0.6, **kwargs), ProximalAdaGrad(0.6, **kwargs)
