@@ -107,8 +107,8 @@ def _cv(X, y):
 def test_validation_keeps_the_bayesian_posterior_where_the_model_holds():
     # labels drawn from the model with weak weights (sigma^2 = 0.3, which
     # validation recovers): the held-out log losses of T = 1 ... 0.1 differ
-    # by 0.004 (1.164 to 1.159), well within one standard error (about
-    # 0.02): the band keeps the Bayesian posterior, where the lowest mean
+    # by 0.004 (1.164 to 1.159), well within one standard error
+    # (0.016): the band keeps the Bayesian posterior, where the lowest mean
     # alone would pick T = 0.1
     X, y = _model_data(0.3, seed=4)
     data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
