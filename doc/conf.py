@@ -85,19 +85,6 @@ sphinx_gallery_conf = {
 suppress_warnings = []
 
 
-# Docstring problems that would break ``-W``, patched here (before numpydoc
-# reads the docstring) rather than in the package; remove an entry once its
-# docstring is fixed. Each is (pattern, replacement) on one line.
-_DOCSTRING_FIXES = [
-    # "shape (n_features_out_,)": a word ending in "_" is a reST reference
-    # (WordFeatures' attributes); escape the underscore in type lines.
-    (re.compile(r"^(\s*\w+ : .*?\b)([A-Za-z]\w*)_(?=[,)\s]|$)"), r"\1\2\\_"),
-]
-# A line that ends a definition list without a blank line before it
-# (load_benchmark's Returns: "task, features, ... : as described above.").
-_ENDS_DEFINITION_LIST = re.compile(r"^\s*\w+(, \w+)+ : as described above\.$")
-
-
 # Methods inherited from scikit-learn (get_params, set_output, ...) carry
 # :ref: roles to labels of scikit-learn's own site: keep their text only.
 _SKLEARN_REF = re.compile(r":ref:`(?:([^`<]*?)\s*<[^`>]+>|([^`]+))`")
@@ -107,18 +94,6 @@ def _fix_docstring(app, what, name, obj, options, lines):
     if getattr(obj, "__module__", "").startswith("sklearn"):
         lines[:] = [_SKLEARN_REF.sub(lambda m: m.group(1) or m.group(2), line)
                     for line in lines]
-    fixed = []
-    for line in lines:
-        for pattern, replacement in _DOCSTRING_FIXES:
-            while True:
-                new = pattern.sub(replacement, line)
-                if new == line:
-                    break
-                line = new
-        if _ENDS_DEFINITION_LIST.match(line) and fixed and fixed[-1].strip():
-            fixed.append("")
-        fixed.append(line)
-    lines[:] = fixed
 
 
 def setup(app):

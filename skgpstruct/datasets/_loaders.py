@@ -612,7 +612,8 @@ def load_benchmark(task, *, features="crfpp", data_home=None):
             or :class:`~sklearn.model_selection.GridSearchCV`.
         template : str or None
             The text of the task's CRF++ template (``"crfpp"`` only).
-        task, features, n_sequences, encoding : as described above.
+        task, features, n_sequences, encoding
+            As described above.
 
     Raises
     ------

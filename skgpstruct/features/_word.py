@@ -173,9 +173,9 @@ class WordFeatures(_SequenceFeatures, auto_wrap_output_keys=None):
     vocabulary_ : dict or None
         Feature name -> column index (names in sorted order); None with
         hashing.
-    feature_counts_ : ndarray of int64 of shape (n_features_out_,) or None
-        Occurrences of each kept feature in the training data; None with
-        hashing.
+    feature_counts_ : ndarray of int64 or None
+        Occurrences of each kept feature in the training data, one per
+        output column (``n_features_out_`` of them); None with hashing.
     n_features_out_ : int
         Number of output columns (``len(vocabulary_)`` or ``n_features``).
 
