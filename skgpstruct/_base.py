@@ -26,6 +26,7 @@ from ._logging import current_fit, fit_logging, iteration_level, logger, progres
 from ._sequences import SequenceData
 from .chain.backend import get_backend
 from .metrics import flat_accuracy_score
+from ._owlqn import minimize_owlqn
 from .optim import FitInterrupted, minimize_lbfgs, warn_interrupted, warn_max_iter
 
 __all__ = ["ConvergenceMonitor", "SequenceTaggerMixin", "entropy", "fit_epochs", "fit_lbfgs",
@@ -211,8 +212,9 @@ class ConvergenceMonitor:
         logger.info("%s %s", what, outcome)
 
 
-def fit_lbfgs(fun, x0, monitor, *, bounds=None):
-    """Minimise ``fun(x) -> (value, grad)`` with L-BFGS-B.
+def fit_lbfgs(fun, x0, monitor, *, bounds=None, l1=None):
+    """Minimise ``fun(x) -> (value, grad)`` with L-BFGS-B, or plus an L1 term
+    with OWL-QN.
 
     Parameters
     ----------
@@ -224,7 +226,12 @@ def fit_lbfgs(fun, x0, monitor, *, bounds=None):
         Gives ``max_iter`` and ``tol`` (scipy's ``maxiter``, ``ftol`` and
         ``gtol``); records every iteration.
     bounds : list of (float or None, float or None), default=None
-        Box per coordinate (None: unbounded).
+        Box per coordinate (None: unbounded; not with ``l1``).
+    l1 : float or ndarray of shape (n_params,), default=None
+        L1 coefficient per coordinate: minimise ``fun + sum(l1 * |x|)`` with
+        OWL-QN (:func:`~skgpstruct._owlqn.minimize_owlqn`; the same
+        ``max_iter`` and ``tol``, the L1 term included in the values
+        recorded).
 
     Returns
     -------
@@ -234,15 +241,18 @@ def fit_lbfgs(fun, x0, monitor, *, bounds=None):
         iterate, with a :class:`~skgpstruct.optim.FitInterruptedWarning`
         (an interrupt before it propagates).
     """
-    monitor.start("L-BFGS", unit="iter")
+    name = "L-BFGS" if l1 is None else "OWL-QN"
+    monitor.start(name, unit="iter")
     try:
-        x, n_iter, _ = minimize_lbfgs(fun, x0, max_iter=monitor.max_iter,
-                                      tol=monitor.tol, callback=monitor.report,
-                                      bounds=bounds)
+        kwargs = dict(max_iter=monitor.max_iter, tol=monitor.tol, callback=monitor.report)
+        if l1 is None:
+            x, n_iter, _ = minimize_lbfgs(fun, x0, bounds=bounds, **kwargs)
+        else:
+            x, n_iter, _ = minimize_owlqn(fun, x0, l1, **kwargs)
         converged = n_iter < monitor.max_iter
     except FitInterrupted as stop:
         monitor.close()
-        warn_interrupted("L-BFGS", stop.n_done, "iterations")
+        warn_interrupted(name, stop.n_done, "iterations")
         x, n_iter, converged = stop.x, stop.n_done, False
     finally:
         monitor.close()

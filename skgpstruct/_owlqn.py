@@ -57,9 +57,9 @@ from collections import deque
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .optim import FitInterrupted, warn_interrupted, warn_max_iter
+from .optim import FitInterrupted, warn_max_iter
 
-__all__ = ["fit_owlqn", "minimize_owlqn", "pseudo_gradient"]
+__all__ = ["minimize_owlqn", "pseudo_gradient"]
 
 # Sufficient-decrease constant of the backtracking line search (libLBFGS's
 # ftol) and the most trial points per line search (step down to 2 ** -19).
@@ -282,52 +282,3 @@ def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-6, callback=None, memory
     elif not converged and not failed:
         warn_max_iter("OWL-QN", max_iter, "iterations")
     return x, n_iter, history
-
-
-def fit_owlqn(fun, x0, l1, monitor):
-    """:func:`skgpstruct._base.fit_lbfgs` for a smooth objective plus an L1
-    penalty: :func:`minimize_owlqn` with the monitor's ``max_iter`` and
-    ``tol``.
-
-    Parameters
-    ----------
-    fun : callable
-        The full-batch smooth objective and its gradient at a flat vector.
-    x0 : ndarray of float64 of shape (n_params,)
-        Starting point.
-    l1 : float or ndarray of shape (n_params,)
-        L1 coefficient per coordinate.
-    monitor : ConvergenceMonitor
-        Gives ``max_iter`` and ``tol``; records the objective (penalty
-        included) of every iteration.
-
-    Returns
-    -------
-    x : ndarray
-        The minimiser found. ``monitor.iter`` is the iteration count.
-        After a KeyboardInterrupt past the first iteration: the last
-        iterate, with a :class:`~skgpstruct.optim.FitInterruptedWarning`.
-    """
-    # the monitor's start / close / finish (bar and log of a verbose fit),
-    # where it has them, as fit_lbfgs uses them
-    hook = getattr(monitor, "start", None)
-    if hook is not None:
-        hook("OWL-QN", unit="iter")
-    else:
-        monitor.unit = "iter"
-    close = getattr(monitor, "close", lambda: None)
-    try:
-        x, n_iter, _ = minimize_owlqn(fun, x0, l1, max_iter=monitor.max_iter,
-                                      tol=monitor.tol, callback=monitor.report)
-        converged = n_iter < monitor.max_iter
-    except FitInterrupted as stop:
-        close()
-        warn_interrupted("OWL-QN", stop.n_done, "iterations")
-        x, n_iter, converged = stop.x, stop.n_done, False
-    finally:
-        close()
-    monitor.iter, monitor.converged = n_iter, converged
-    finish = getattr(monitor, "finish", None)
-    if finish is not None:
-        finish()
-    return x

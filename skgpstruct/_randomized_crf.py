@@ -22,7 +22,6 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
-from ._owlqn import fit_owlqn
 from ._parallel import map_chunks
 from ._sequences import SequenceData
 from ._sparse_optim import ProximalAdaGrad, RowSparseGradient
@@ -606,7 +605,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
 
     def _fit_lbfgs(self, loss_grad, theta, n_rows, n, parallel, monitor):
         """Full-batch L-BFGS on the exact loss plus the penalty; OWL-QN
-        (:func:`~skgpstruct._owlqn.fit_owlqn`, the same ``tol`` and
+        (``fit_lbfgs(..., l1=...)``, the same ``tol`` and
         ``max_iter``) with the L1 term when ``c1 > 0``."""
         all_idx = np.arange(n)
         zeros = np.zeros(n, dtype=np.int64)  # exact DP draws nothing
@@ -618,7 +617,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
             return loss + pen, gpen
 
         if self.c1 > 0:
-            return fit_owlqn(fun, theta, self._l1_coefficients(n_rows), monitor)
+            return fit_lbfgs(fun, theta, monitor, l1=self._l1_coefficients(n_rows))
         return fit_lbfgs(fun, theta, monitor)
 
     def _fit_stochastic(self, loss_grad, theta, n_rows, n, optimizer, rng, parallel,

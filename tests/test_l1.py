@@ -15,7 +15,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.fixes import parse_version
 
 from skgpstruct import RandomizedCRFTagger
-from skgpstruct import _randomized_crf
+from skgpstruct import _base
 from skgpstruct._owlqn import minimize_owlqn, pseudo_gradient
 from skgpstruct._sequences import SequenceData
 from skgpstruct._sparse_optim import ProximalAdaGrad, RowSparseGradient
@@ -182,7 +182,7 @@ def test_larger_c1_gives_more_zero_weights(chain):
 def test_c1_zero_is_the_c1_less_fit_bit_for_bit(chain, monkeypatch):
     X, y, _, _ = chain
     ref = RandomizedCRFTagger(c2=0.05).fit(X, y)
-    monkeypatch.setattr(_randomized_crf, "fit_owlqn",
+    monkeypatch.setattr(_base, "minimize_owlqn",
                         lambda *a, **k: pytest.fail("OWL-QN ran with c1 = 0"))
     est = RandomizedCRFTagger(c1=0.0, c2=0.05).fit(X, y)
     np.testing.assert_array_equal(est.coef_, ref.coef_)
