@@ -522,9 +522,14 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
                 x = self._fit_stochastic(objective, x, n, rng, parallel, monitor,
                                          project=project)
         self.elbo_history_ = [-value for value in monitor.history]
-        self.loss_curve_ = list(monitor.history)
         self.n_iter_ = monitor.iter
         return x
+
+    @property
+    def loss_curve_(self):
+        """The minimised objective per iteration / epoch, ``-elbo_history_``
+        (see the class docstring)."""
+        return [-value for value in self.elbo_history_]
 
     def _fit_stochastic(self, objective, x, n, rng, parallel, monitor, project=None):
         """Epochs of minibatch steps with fresh samples every step; the

@@ -599,7 +599,6 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                 theta = self._fit_stochastic(loss_grad, theta, n_rows, data.n_sequences,
                                              optimizer, rng, parallel, monitor)
         self.loss_history_ = monitor.history
-        self.loss_curve_ = list(monitor.history)
         self.n_iter_ = monitor.iter
         self._store(theta, rows)
 
@@ -664,6 +663,12 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                           batch_size=self.batch_size, rng=rng,
                           desc="RandomizedCRFTagger",
                           epoch_value=lambda t: self._penalty_value(t, cuts))
+
+    @property
+    def loss_curve_(self):
+        """The minimised objective per iteration / epoch, a copy of
+        ``loss_history_`` (see the class docstring)."""
+        return list(self.loss_history_)
 
     # ------------------------------------------------------------ inspect
     @property
