@@ -82,10 +82,12 @@ class FeatureFormMixin:
         if self.kernel_variance == "elbo":
             return _START_VARIANCE
         if self.kernel_variance == "cv":
-            seed = check_random_state(self.random_state).randint(_SEED_MAX)
+            # kept for cv_temperature, which validates on the same folds
+            self._cv_seed = check_random_state(self.random_state).randint(_SEED_MAX)
             try:
                 variance, self.variance_cv_results_ = cv_prior_variance(
-                    data, len(self.classes_), random_state=seed, n_jobs=self.n_jobs)
+                    data, len(self.classes_), random_state=self._cv_seed,
+                    n_jobs=self.n_jobs)
             except CannotValidate as exc:
                 # the defaults fit any data the validators accept
                 warnings.warn(f"{exc} Using kernel_variance={CV_FALLBACK_VARIANCE}.",
@@ -120,13 +122,10 @@ class FeatureFormMixin:
         if (self.kernel is not None or self.kernel_variance != "cv"
                 or getattr(self, "variance_cv_results_", None) is None):
             return 1.0
-        seed = check_random_state(self.random_state).randint(_SEED_MAX)
-        try:
-            temperature, self.temperature_cv_results_ = cv_temperature(
-                data, len(self.classes_), variance, random_state=seed,
-                n_jobs=self.n_jobs)
-        except CannotValidate:  # cv_prior_variance validated: not reached
-            return 1.0
+        # the folds of cv_prior_variance, which validated: no CannotValidate
+        temperature, self.temperature_cv_results_ = cv_temperature(
+            data, len(self.classes_), variance, random_state=self._cv_seed,
+            n_jobs=self.n_jobs)
         return temperature
 
     def _feature_design(self, X_flat):
@@ -192,7 +191,7 @@ class FeatureFormMixin:
         # model's prior variances are the cold posterior's / temperature
         prior = (fitted.variance / temperature if learn[0] else variance,
                  fitted.transition_var / temperature if learn[1]
-                 else params.transition_var / temperature)
+                 else self._transition_variance(variance)[0])
         if not learn[0]:
             fitted.variance = params.variance
         self.temperature_ = temperature

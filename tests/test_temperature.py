@@ -41,9 +41,10 @@ def test_auto_is_validated_with_the_prior_variance(data):
 def test_cold_posterior_keeps_the_prior_and_narrows_the_spread(data):
     X, y, _, _ = data
     fits = {T: GPStructTagger(kernel_variance=3.0, temperature=T, **FAST).fit(X, y)
-            for T in (1.0, 0.25)}
+            for T in (1.0, 0.25, 0.1)}
     for T, gp in fits.items():
-        # the model's prior, not the cold posterior's scaled one
+        # the model's prior, as given (0.1 * 3.0 / 0.1 is not 3.0), not the
+        # cold posterior's scaled one
         assert gp.kernel_.variance == 3.0 and gp.transition_prior_var_ == 3.0
         assert gp.temperature_ == T and gp.temperature_cv_results_ is None
     warm, cold = fits[1.0], fits[0.25]
