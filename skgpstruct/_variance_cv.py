@@ -30,6 +30,7 @@ posterior on the same folds (see its docstring).
 """
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.model_selection import KFold
 
 __all__ = ["PRIOR_VARIANCE_GRID", "cv_prior_variance"]
@@ -39,11 +40,9 @@ PRIOR_VARIANCE_GRID = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)
 _CV_MAX_ITER = 100
 
 
-def _sequences(data, idx):
-    o = data.offsets
-    X = [data.X_flat[o[i]:o[i + 1]] for i in idx]
-    y = [data.y_flat[o[i]:o[i + 1]] for i in idx]
-    return X, y
+def _sequences(data):
+    """The sequences of ``data`` as lists ``X, y`` (a tagger's ``fit`` input)."""
+    return data.split(data.X_flat), data.split(data.y_flat)
 
 
 def _held_out(crf, X, y, n_classes):
@@ -76,9 +75,9 @@ class CannotValidate(ValueError):
 
 
 def _folds(data, n_folds, random_state, what):
-    """``(X_tr, y_tr, X_te, y_te)`` of each fold of a shuffled K-fold split
-    of the sequences whose training part has two labels or more (the same
-    folds for the same ``random_state``); ``what`` names the parameter
+    """``(train, test)`` :class:`SequenceData` of each fold of a shuffled
+    K-fold split of the sequences whose training part has two labels or
+    more (the same folds for the same ``random_state``); ``what`` names the parameter
     (``"kernel_variance"``, ``"temperature"``) in the CannotValidate
     messages."""
     n = data.n_sequences
@@ -89,11 +88,11 @@ def _folds(data, n_folds, random_state, what):
     found = False
     for train, test in KFold(k, shuffle=True, random_state=random_state).split(
             np.arange(n)):
-        X_tr, y_tr = _sequences(data, train)
-        if np.unique(np.concatenate(y_tr)).size < 2:
+        train = data.subset(train)
+        if np.unique(train.y_flat).size < 2:
             continue
         found = True
-        yield (X_tr, y_tr, *_sequences(data, test))
+        yield train, data.subset(test)
     if not found:
         raise CannotValidate("Every validation fold had a single label in "
                              f"training: give {what} a number.")
@@ -148,7 +147,8 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
                          f"{scoring!r}.")
     grid = np.sort(np.asarray(grid, dtype=np.float64))
     errors, losses, n_tokens = np.zeros(grid.size), np.zeros(grid.size), 0
-    for X_tr, y_tr, X_te, y_te in _folds(data, n_folds, random_state, "kernel_variance"):
+    for train, test in _folds(data, n_folds, random_state, "kernel_variance"):
+        (X_tr, y_tr), (X_te, y_te) = _sequences(train), _sequences(test)
         crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True, n_jobs=n_jobs)
         # strongest prior first: each fit starts from the previous optimum
         for j in range(grid.size):
@@ -156,7 +156,7 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
             e, ll = _held_out(crf, X_te, y_te, n_classes)
             errors[j] += e
             losses[j] += ll
-        n_tokens += sum(len(t) for t in y_te)
+        n_tokens += test.n_tokens
     best = _select(errors, losses, n_tokens, scoring)
     results = {"variance": grid, "error": errors / n_tokens, "log_loss": losses / n_tokens}
     return float(grid[best]), results
@@ -169,24 +169,17 @@ TEMPERATURE_GRID = (1.0, 0.5, 0.25, 0.1)
 _CV_SAMPLES = 32
 
 
-def _flat(X, y):
-    import scipy.sparse as sp
-
-    X = sp.csr_matrix(sp.vstack(X), dtype=np.float64)
-    return X, np.concatenate(y), np.array([len(t) for t in y], dtype=np.int64)
-
-
-def _laplace_variances(crf, X, lengths, variance):
+def _laplace_variances(crf, data, variance):
     """Mean-field Laplace variances of a MAP CRF's unary weights and
     transitions: ``1 / (1 / sigma^2 + diag of the Gauss-Newton curvature)``
-    (0 for the features absent from ``X``),
+    (0 for the features absent from ``data``),
     the curvature of the unary weight ``(d, v)`` being ``sum_t x_td^2
     p_tv (1 - p_tv)`` and that of the transition ``(u, v)`` its expected
     count ``sum_t p_t(u, v)`` (an upper bound of its ``p (1 - p)`` sum)."""
     from .chain import marginals_ragged
 
-    U = np.asarray(X @ crf.coef_) + crf.intercept_
-    P, pair = marginals_ragged(U, lengths, crf.transition_)
+    X = sp.csr_matrix(data.X_flat, dtype=np.float64)
+    P, pair = marginals_ragged(crf._unary(data), data.lengths, crf.transition_)
     curv_w = np.asarray(X.multiply(X).T @ (P * (1.0 - P)))
     curv_b = pair.sum(axis=0)
     s_w = 1.0 / (1.0 / variance + curv_w)
@@ -196,7 +189,7 @@ def _laplace_variances(crf, X, lengths, variance):
     return s_w, 1.0 / (1.0 / variance + curv_b)
 
 
-def _held_out_log_loss(crf, s_w, s_b, X, y, lengths, temperatures, rng):
+def _held_out_log_loss(crf, s_w, s_b, data, temperatures, rng):
     """Held-out negative log marginals of the true labels (one row per
     temperature, one column per token whose label ``crf`` knows) under the
     Laplace posterior of ``crf`` scaled by each temperature (common draws)."""
@@ -204,9 +197,10 @@ def _held_out_log_loss(crf, s_w, s_b, X, y, lengths, temperatures, rng):
 
     V = crf.classes_.size
     col = {c: j for j, c in enumerate(crf.classes_)}
-    known = np.array([v in col for v in y])
-    Y = np.array([col.get(v, 0) for v in y])
-    U0, B0 = np.asarray(X @ crf.coef_) + crf.intercept_, crf.transition_
+    known = np.array([v in col for v in data.y_flat])
+    Y = np.array([col.get(v, 0) for v in data.y_flat])
+    X, lengths = sp.csr_matrix(data.X_flat, dtype=np.float64), data.lengths
+    U0, B0 = crf._unary(data), crf.transition_
     sd_w, sd_b = np.sqrt(s_w), np.sqrt(s_b)
     eps = [(rng.standard_normal(s_w.shape), rng.standard_normal((V, V)))
            for _ in range(_CV_SAMPLES)]
@@ -281,13 +275,11 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
     grid = np.sort(np.asarray(grid, dtype=np.float64))[::-1]
     rng = np.random.default_rng(random_state)
     losses = []
-    for X_tr, y_tr, X_te, y_te in _folds(data, n_folds, random_state, "temperature"):
+    for train, test in _folds(data, n_folds, random_state, "temperature"):
         crf = RandomizedCRFTagger(c2=0.5 / variance, max_iter=_CV_MAX_ITER,
-                                  n_jobs=n_jobs).fit(X_tr, y_tr)
-        Xf, _, lengths = _flat(X_tr, y_tr)
-        s_w, s_b = _laplace_variances(crf, Xf, lengths, variance)
-        Xh, yh, lengths_h = _flat(X_te, y_te)
-        losses.append(_held_out_log_loss(crf, s_w, s_b, Xh, yh, lengths_h, grid, rng))
+                                  n_jobs=n_jobs).fit(*_sequences(train))
+        s_w, s_b = _laplace_variances(crf, train, variance)
+        losses.append(_held_out_log_loss(crf, s_w, s_b, test, grid, rng))
     losses = np.concatenate(losses, axis=1)
     mean = losses.mean(axis=1)
     low = int(np.argmin(mean))
