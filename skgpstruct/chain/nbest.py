@@ -28,6 +28,23 @@ __all__ = ["nbest_viterbi"]
 
 
 @njit(cache=True, nogil=True)
+def _best_head(delta, count, head, shift):
+    """One step of the merge of ``V`` sorted lists: the list ``i`` whose
+    next entry ``delta[i, head[i]]`` plus ``shift[i]`` is the highest (ties:
+    the lowest ``i``) and that value; ``-1`` when every list is used up
+    (``head[i] == count[i]``)."""
+    best = -np.inf
+    arg = -1
+    for i in range(delta.shape[0]):
+        if head[i] < count[i]:
+            v = delta[i, head[i]] + shift[i]
+            if v > best:
+                best = v
+                arg = i
+    return arg, best
+
+
+@njit(cache=True, nogil=True)
 def _nbest_kernel(Uf, B, n, paths, scores):
     """The ``n`` best paths of the chain with folded unaries ``Uf`` (T, V).
 
@@ -55,14 +72,7 @@ def _nbest_kernel(Uf, B, n, paths, scores):
             head[:] = 0
             m = 0
             while m < n:
-                best = -np.inf
-                arg = -1
-                for i in range(V):
-                    if head[i] < count[t - 1, i]:
-                        v = delta[t - 1, i, head[i]] + B[i, j]
-                        if v > best:
-                            best = v
-                            arg = i
+                arg, best = _best_head(delta[t - 1], count[t - 1], head, B[:, j])
                 if arg < 0:
                     break
                 delta[t, j, m] = best + Uf[t, j]
@@ -73,16 +83,10 @@ def _nbest_kernel(Uf, B, n, paths, scores):
             count[t, j] = m
     # the same merge over the lists of the last position
     head[:] = 0
+    no_shift = np.zeros(V)
     found = 0
     while found < n:
-        best = -np.inf
-        arg = -1
-        for j in range(V):
-            if head[j] < count[T - 1, j]:
-                v = delta[T - 1, j, head[j]]
-                if v > best:
-                    best = v
-                    arg = j
+        arg, best = _best_head(delta[T - 1], count[T - 1], head, no_shift)
         if arg < 0:
             break
         scores[found] = best
