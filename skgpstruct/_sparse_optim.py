@@ -93,6 +93,16 @@ def _soft_threshold(z, threshold):
     return 0.0
 
 
+@njit(inline="always")
+def _prox_step(x, g, h, lr, decay, l1):
+    """One coordinate's proximal step, ``soft(x - lr g / h, lr l1 / h) /
+    (1 + lr decay / h)`` with one division (``l1 = 0``: no thresholding)."""
+    z = x * h - lr * g
+    if l1 > 0.0:
+        z = _soft_threshold(z, lr * l1)
+    return z / (h + lr * decay)
+
+
 @njit(cache=True, nogil=True)
 def _step_rows(params, G, last, rows, grad_rows, n_cols, t, scale, lr, decay, l1, eps):
     """One proximal AdaGrad step on ``rows`` (already caught up to step
@@ -105,12 +115,7 @@ def _step_rows(params, G, last, rows, grad_rows, n_cols, t, scale, lr, decay, l1
             g = scale * grad_rows[k, j]
             G[i] += g * g
             h = eps + math.sqrt(G[i])
-            # (theta - lr g / h) / (1 + lr decay / h), with one division;
-            # with L1, soft(theta - lr g / h, lr l1 / h) / (1 + lr decay / h)
-            z = params[i] * h - lr * g
-            if l1 > 0.0:
-                z = _soft_threshold(z, lr * l1)
-            params[i] = z / (h + lr * decay)
+            params[i] = _prox_step(params[i], g, h, lr, decay, l1)
         last[r] = t
 
 
@@ -123,12 +128,10 @@ def _step_dense(params, G, grad, start, scale, lr, decay, l1, lo, hi, eps):
         g = scale * grad[k]
         G[i] += g * g
         h = eps + math.sqrt(G[i])
-        free = lo <= i < hi
-        d = 0.0 if free else decay
-        z = params[i] * h - lr * g
-        if l1 > 0.0 and not free:
-            z = _soft_threshold(z, lr * l1)
-        params[i] = z / (h + lr * d)
+        if lo <= i < hi:  # the undecayed slice: no L2, no L1
+            params[i] = _prox_step(params[i], g, h, lr, 0.0, 0.0)
+        else:
+            params[i] = _prox_step(params[i], g, h, lr, decay, l1)
 
 
 class RowSparseGradient(NamedTuple):
