@@ -443,14 +443,18 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         gW = np.asarray(data.X_flat.T @ g) if sp.issparse(data.X_flat) else g
         return loss, np.concatenate([gW.ravel(), rest])
 
-    def _chunk_sparse_loss_grad(self, theta, data, seeds, n_rows):
+    def _chunk_sparse_loss_grad(self, theta, data, seeds, n_rows, used=None):
         """:meth:`_chunk_loss_grad` with the weight gradient kept on the rows
         of the features the chunk uses: ``(loss, rows, grad_rows, grad_rest)``
         (``grad_rest`` the bias and transitions). Reads only those rows of
-        the weights."""
-        rows, Xc = _used_columns(data.X_flat, compact=True)
+        the weights; ``used``, when given, is ``(rows, X restricted to them,
+        those rows of the weights)``, already gathered."""
         W, b, trans = self._unpack(theta, n_rows)
-        W_rows = W[rows]
+        if used is None:
+            rows, Xc = _used_columns(data.X_flat, compact=True)
+            W_rows = W[rows]
+        else:
+            rows, Xc, W_rows = used
         U = np.asarray(Xc @ W_rows) + b
         # every row of W_rows meets a stored entry of Xc: a non-finite weight
         # makes U non-finite (0 * inf is NaN)
@@ -655,6 +659,13 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
 
         def step(t, idx, seeds):
             batch = data.subset(idx)
+            if len(idx) <= _SPARSE_CHUNK_SEQUENCES and sp.issparse(batch.X_flat):
+                # one chunk: its rows are caught up and gathered in one pass
+                rows, Xc = _used_columns(batch.X_flat, compact=True)
+                W_rows = opt.catch_up(t, rows, gather=True)
+                loss, rows, g_rows, rest = self._chunk_sparse_loss_grad(
+                    t, batch, seeds, n_rows, used=(rows, Xc, W_rows))
+                return loss, RowSparseGradient(rows, g_rows, rest), 1.0 / len(idx)
             opt.catch_up(t, _used_columns(batch.X_flat))
             loss, grad = self._sparse_loss_grad(t, batch, seeds, n_rows, parallel)
             return loss, grad, 1.0 / len(idx)

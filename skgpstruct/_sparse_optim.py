@@ -44,9 +44,11 @@ __all__ = ["ProximalAdaGrad", "RowSparseGradient"]
 
 
 @njit(cache=True, nogil=True)
-def _catch_up(params, G, last, rows, n_cols, t, lr, decay, l1, eps):
+def _catch_up(params, G, last, rows, out, n_cols, t, lr, decay, l1, eps):
     """Apply to each row of ``rows`` the proximal maps of the steps it
-    missed (``t - last[row]``); then ``last[row] = t``.
+    missed (``t - last[row]``); then ``last[row] = t``. When ``out`` has
+    ``n_cols`` columns, ``out[k]`` receives row ``rows[k]`` brought up to
+    date (a gather in the same pass; ``out`` of 0 columns: none).
 
     A missed step maps ``x`` to ``soft(x, a) / (1 + b)`` (``a = lr l1 / h``,
     ``b = lr decay / h``, ``h`` fixed while the row is untouched), so ``|x|``
@@ -54,11 +56,12 @@ def _catch_up(params, G, last, rows, n_cols, t, lr, decay, l1, eps):
     the unclipped recursion decreases monotonically (to ``-a / b``), so k
     steps give ``max(0, r^k |x| - a (1 - r^k) / b)``, ``r = 1 / (1 + b)``
     (``max(0, |x| - k a)`` when ``b = 0``), the sign of ``x`` kept."""
+    gather = out.shape[1] == n_cols
     for k in range(rows.shape[0]):
         r = rows[k]
         missed = t - last[r]
+        base = r * n_cols
         if missed > 0 and l1 > 0.0:
-            base = r * n_cols
             for j in range(n_cols):
                 i = base + j
                 x = params[i]
@@ -74,12 +77,19 @@ def _catch_up(params, G, last, rows, n_cols, t, lr, decay, l1, eps):
                 else:
                     u = abs(x) - missed * a
                 params[i] = math.copysign(u, x) if u > 0.0 else 0.0
+        elif missed == 1 and decay > 0.0:  # the common case: no power
+            for j in range(n_cols):
+                i = base + j
+                h = eps + math.sqrt(G[i])
+                params[i] *= h / (h + lr * decay)
         elif missed > 0 and decay > 0.0:
-            base = r * n_cols
             for j in range(n_cols):
                 i = base + j
                 h = eps + math.sqrt(G[i])
                 params[i] *= (h / (h + lr * decay)) ** missed
+        if gather:
+            for j in range(n_cols):
+                out[k, j] = params[base + j]
         last[r] = t
 
 
@@ -231,7 +241,7 @@ class ProximalAdaGrad:
 
     def _state(self, params):
         if self._G is None:
-            self._G = np.zeros_like(params)
+            self._G = np.zeros(params.shape)
         return self._G
 
     def _args(self):
@@ -239,8 +249,9 @@ class ProximalAdaGrad:
                 float(self.epsilon))
 
     def _split(self, kernel, rows, *args, grad_rows=None):
-        """Run ``kernel`` on contiguous parts of ``rows`` (and of
-        ``grad_rows``), on the threads of ``parallel`` when it has several."""
+        """Run ``kernel`` on contiguous parts of ``rows`` (and of the
+        row-aligned ``grad_rows``, an input or output), on the threads of
+        ``parallel`` when it has several."""
         n_jobs = 1 if self.parallel is None else self.parallel.n_jobs
         n_jobs = rows.shape[0] if n_jobs is None or n_jobs < 0 else n_jobs
         n_parts = max(1, min(int(n_jobs), rows.shape[0] // 64))
@@ -264,14 +275,31 @@ class ProximalAdaGrad:
 
             self.parallel(delayed(run)(r, g) for r, g in parts)
 
-    def catch_up(self, params, rows):
+    def catch_up(self, params, rows, *, gather=False):
         """Bring ``rows`` of the block up to date (the proximal maps of the
-        steps they missed); return ``params`` (updated in place)."""
+        steps they missed), in place.
+
+        Parameters
+        ----------
+        params : ndarray of float64 of shape (n_params,)
+            Updated in place.
+        rows : array-like of int
+            Rows of the block, distinct.
+        gather : bool, default=False
+            Also return those rows, up to date, as an array (the same pass).
+
+        Returns
+        -------
+        params or rows : ndarray
+            ``params``, or with ``gather`` the ``(len(rows), n_cols)`` array of
+            the rows.
+        """
         lr, decay, l1, eps = self._args()
         rows = np.ascontiguousarray(rows, dtype=np.int64)
+        out = np.empty((rows.shape[0], self.n_cols if gather else 0))
         self._split(_catch_up, rows, params, self._state(params), self._last, self.n_cols,
-                    self.t, lr, decay, l1, eps)
-        return params
+                    self.t, lr, decay, l1, eps, grad_rows=out)
+        return out if gather else params
 
     def synchronize(self, params):
         """Bring every row up to date; return ``params``."""
@@ -315,7 +343,7 @@ class ProximalAdaGrad:
                 f"expected {params.shape[0] - n_block}."
             )
         self._split(_catch_up, rows, params, G, self._last, self.n_cols, self.t, lr, decay,
-                    l1, eps)
+                    l1, eps, grad_rows=np.empty((rows.shape[0], 0)))
         self.t += 1
         self._split(_step_rows, rows, params, G, self._last, self.n_cols, self.t,
                     float(scale), lr, decay, l1, eps, grad_rows=grad_rows)

@@ -196,6 +196,33 @@ def test_batched_kernel_keeps_ties_like_sample_index_sets():
         np.testing.assert_array_equal(det, ref.index[t, :4])
 
 
+@pytest.mark.parametrize("seed", range(40))
+def test_batched_deterministic_states_equal_the_stable_sort(seed):
+    # The one-scan selection of the batched kernel against the numpy
+    # reference (_prepare_sets: a stable argsort of -q), with many ties,
+    # increasing and decreasing q, k1 from 1 to N.
+    from skgpstruct.chain._rdp_batch import _deterministic_states
+    from skgpstruct.chain.randomized.proposals import _prepare_sets
+
+    rng = np.random.default_rng(seed)
+    N = int(rng.integers(1, 30))
+    kind = seed % 4
+    if kind == 0:
+        q = rng.random(N)
+    elif kind == 1:
+        q = rng.integers(0, 3, N).astype(float)  # many ties, zeros
+    elif kind == 2:
+        q = np.arange(N, dtype=float)  # increasing: every state inserted
+    else:
+        q = np.arange(N, 0, -1, dtype=float)
+    for k1 in range(1, N + 1):
+        gold = int(rng.integers(N))
+        ref = _prepare_sets(q[None], k1, np.array([gold]))[0][0]
+        det = np.full(k1, -1, dtype=np.int64)
+        _deterministic_states(q, gold, k1, det)
+        np.testing.assert_array_equal(det, ref)
+
+
 @pytest.mark.parametrize("transitions", ["full", "low_rank"])
 def test_randomized_gradient_matches_fd_with_fixed_draws(transitions):
     # The training gradient treats the sub-lattice and its weights as

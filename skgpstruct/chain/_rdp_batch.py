@@ -49,7 +49,7 @@ from ._randomized_kernels import (
     sample_slots,
 )
 
-__all__ = ["proposal_code", "rdp_loss_grad_ragged"]
+__all__ = ["proposal_code", "rdp_loss_grad_ragged", "seeded_uniforms"]
 
 NEG_INF = -np.inf
 _PROPOSAL_CODES = {"uniform": 0, "local": 1, "global": 2, "local+global": 3}
@@ -81,6 +81,27 @@ def proposal_code(kind):
         raise ValueError(
             f"Unknown proposal {kind!r}; expected one of {tuple(_PROPOSAL_CODES)}."
         ) from None
+
+
+@njit(cache=True, nogil=True)
+def seeded_uniforms(offsets, seeds, out):
+    """Fill rows ``offsets[n]:offsets[n + 1]`` of ``out`` (row-major) with
+    ``RandomState(seeds[n]).random_sample``'s numbers.
+
+    numba's ``np.random`` is the same Mersenne Twister, seeded by an integer
+    the same way and turning two 32-bit words into a double the same way, so
+    the draws equal numpy's bit for bit (tested), without building a
+    ``RandomState`` per sequence (tens of microseconds each). The state is
+    numba's, one per thread, and is reseeded here for every sequence, so
+    the result does not depend on the thread. ``seeds`` must be in
+    ``[0, 2**32)``.
+    """
+    k = out.shape[1]
+    for n in range(offsets.shape[0] - 1):
+        np.random.seed(seeds[n])
+        for t in range(offsets[n], offsets[n + 1]):
+            for j in range(k):
+                out[t, j] = np.random.random()
 
 
 @njit(cache=True, nogil=True)
@@ -119,42 +140,35 @@ def _proposal_row(u, code, q_global, out):
 def _deterministic_states(q, gold, k1, det_row):
     """``det_row[0] = gold``, then the ``k1 - 1`` other states of largest
     ``q`` in decreasing order, ties to the lower state (a stable sort of
-    ``-q``, as ``chain.randomized._prepare_sets``), in O(N + k1 log k1)."""
+    ``-q``, as ``chain.randomized._prepare_sets``).
+
+    One scan in increasing state order keeps the best so far sorted in
+    ``det_row[1:]``: a state enters when it beats the last kept one
+    strictly (a tie loses to the lower state already kept) and is inserted
+    after every kept state of larger or equal ``q``. No allocation; O(N)
+    comparisons plus O(k1) per insertion (few after the first ``k1``
+    states, unless ``q`` increases along the states)."""
     N = q.shape[0]
     det_row[0] = gold
     need = k1 - 1
     if need <= 0:
         return
-    neg = np.empty(N - 1)
-    p = 0
+    filled = 0
     for j in range(N):
-        if j != gold:
-            neg[p] = -q[j]
-            p += 1
-    thr = -np.partition(neg, need - 1)[need - 1]  # need-th largest q
-    n_above = 0
-    for j in range(N):
-        if j != gold and q[j] > thr:
-            n_above += 1
-    n_equal = need - n_above
-    cand = np.empty(need, dtype=np.int64)
-    c = 0
-    for j in range(N):  # increasing j, so the stable sort breaks ties by j
         if j == gold:
             continue
-        if q[j] > thr:
-            cand[c] = j
-            c += 1
-        elif q[j] == thr and n_equal > 0:
-            cand[c] = j
-            c += 1
-            n_equal -= 1
-    keys = np.empty(need)
-    for i in range(need):
-        keys[i] = -q[cand[i]]
-    order = np.argsort(keys, kind="mergesort")
-    for i in range(need):
-        det_row[1 + i] = cand[order[i]]
+        v = q[j]
+        if filled == need:
+            if not v > q[det_row[need]]:
+                continue
+            pos = need  # drop the last
+        else:
+            filled += 1
+            pos = filled
+        while pos > 1 and q[det_row[pos - 1]] < v:
+            det_row[pos] = det_row[pos - 1]
+            pos -= 1
+        det_row[pos] = j
 
 
 @njit(cache=True, nogil=True)

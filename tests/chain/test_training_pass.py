@@ -97,3 +97,35 @@ def test_no_path_and_bad_seeds_raise():
         randomized_loss_grad_ragged(U, [3], y, B, 2, 2, seeds=[0])
     with pytest.raises(ValueError, match="seeds"):
         randomized_loss_grad_ragged(U, [3], y, B, 2, 2, seeds=[0, 1])
+    with pytest.raises(ValueError, match="between 0 and"):
+        randomized_loss_grad_ragged(U[[0, 2]], [2], y[:2], B, 2, 2, seeds=[-1])
+    with pytest.raises(ValueError, match="between 0 and"):
+        randomized_loss_grad_ragged(U[[0, 2]], [2], y[:2], B, 2, 2, seeds=[2**32])
+
+
+def test_seeded_uniforms_are_randomstates_numbers():
+    """The jitted per-sequence draw equals RandomState(seed).random_sample,
+    bit for bit, for ragged sequences, extreme seeds, and from threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from skgpstruct.chain._rdp_batch import seeded_uniforms
+
+    lengths = [3, 1, 7, 2, 5]
+    offsets = np.r_[0, np.cumsum(lengths)]
+    seeds = np.array([0, 2**32 - 1, 12345, 2**31 - 1, 7], dtype=np.int64)
+    expected = np.concatenate([np.random.RandomState(int(s)).random_sample((n, 4))
+                               for s, n in zip(seeds, lengths)])
+    got = np.empty((offsets[-1], 4))
+    seeded_uniforms(offsets, seeds, got)
+    np.testing.assert_array_equal(got, expected)
+
+    def draw(_):
+        out = np.empty_like(got)
+        seeded_uniforms(offsets, seeds, out)
+        return out
+
+    with ThreadPoolExecutor(4) as pool:
+        for out in pool.map(draw, range(8)):
+            np.testing.assert_array_equal(out, expected)
+    np.testing.assert_array_equal(_pass._uniforms(offsets, 4, seeds.astype(np.uint32)),
+                                  expected)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._rdp_batch import proposal_code, rdp_loss_grad_ragged
+from .._rdp_batch import proposal_code, rdp_loss_grad_ragged, seeded_uniforms
 from .._utils import check_lengths
 from ._types import LowRankTransitions, _check_sizes, _check_transitions
 from .proposals import make_proposal
@@ -22,6 +22,7 @@ from .proposals import make_proposal
 # weights between its forward and backward sweeps (32 MB).
 _STORE_EDGES = 1 << 22
 _EMPTY2 = np.zeros((0, 0))
+_SEED_LIMIT = 2**32 - 1
 
 
 class TrainingInputs(NamedTuple):
@@ -42,7 +43,8 @@ class TrainingInputs(NamedTuple):
 
 def _uniforms(offsets, k2, seeds):
     """Uniforms of the sampled slots; sequence ``n`` draws its rows from
-    ``RandomState(seeds[n])``, so the draw does not depend on the batching."""
+    ``RandomState(seeds[n])`` (:func:`~skgpstruct.chain._rdp_batch.seeded_uniforms`,
+    the same numbers), so the draw does not depend on the batching."""
     seeds = np.asarray(seeds)
     n_seq = offsets.shape[0] - 1
     if seeds.dtype.kind not in "iu" or seeds.shape != (n_seq,):
@@ -50,10 +52,10 @@ def _uniforms(offsets, k2, seeds):
             f"seeds must be {n_seq} integers (one per sequence), got dtype {seeds.dtype} "
             f"and shape {seeds.shape}."
         )
+    if n_seq and (seeds.min() < 0 or seeds.max() > _SEED_LIMIT):
+        raise ValueError(f"seeds must be between 0 and {_SEED_LIMIT} (RandomState's range).")
     uniforms = np.empty((offsets[-1], k2))
-    for n in range(n_seq):
-        s, e = offsets[n], offsets[n + 1]
-        uniforms[s:e] = np.random.RandomState(int(seeds[n])).random_sample((e - s, k2))
+    seeded_uniforms(offsets, seeds.astype(np.int64), uniforms)
     return uniforms
 
 
