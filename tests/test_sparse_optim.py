@@ -185,3 +185,43 @@ def test_rows_split_over_threads_give_identical_steps():
         two.synchronize(x2)
     np.testing.assert_array_equal(x1, x2)
     assert not np.array_equal(x1, x0)
+
+
+@pytest.mark.parametrize("missed", [1, 2, 3, 5, 64, 1000, 65536, 65537, 200000])
+def test_catch_up_power_is_numbas_scalar_power(missed):
+    # The vectorised catch-up (row loops, the power by squarings) gives the
+    # scalar x * (h / (h + c)) ** missed of numba bit for bit, and numpy's
+    # real power to rounding; the gathered rows are the updated ones.
+    from numba import njit
+
+    from skgpstruct._sparse_optim import _catch_up
+
+    @njit
+    def scalar(x, G, lr, decay, eps, k):
+        out = np.empty_like(x)
+        for i in range(x.shape[0]):
+            h = eps + np.sqrt(G[i])
+            out[i] = x[i] * (h / (h + lr * decay)) ** k
+        return out
+
+    rng = np.random.default_rng(missed)
+    n_rows, n_cols = 6, 37
+    x = rng.normal(size=n_rows * n_cols)
+    G = rng.random(n_rows * n_cols) * 10.0
+    lr, decay, eps = 0.5, 1e-5, 1e-8
+    rows = np.array([1, 2, 4], dtype=np.int64)
+    last = np.zeros(n_rows, dtype=np.int64)
+    last[2] = missed  # up to date: untouched
+    params = x.copy()
+    out = np.empty((3, n_cols))
+    _catch_up(params, G, last, rows, out, n_cols, missed, lr, decay, 0.0, eps)
+    expected = x.copy()
+    for r in (1, 4):
+        sl = slice(r * n_cols, (r + 1) * n_cols)
+        expected[sl] = scalar(x[sl], G[sl], lr, decay, eps, np.int64(missed))
+        h = eps + np.sqrt(G[sl])
+        np.testing.assert_allclose(params[sl], x[sl] * (h / (h + lr * decay)) ** float(missed),
+                                   rtol=1e-11)
+    np.testing.assert_array_equal(params, expected)
+    np.testing.assert_array_equal(out, params.reshape(n_rows, n_cols)[rows])
+    np.testing.assert_array_equal(last[rows], missed)
