@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
 from ._parallel import map_chunks
 from ._sequences import SequenceData
-from ._sparse_optim import ProximalAdaGrad, RowSparseGradient
+from ._rdp_sparse import RowSparseAdaGradMixin
 from .chain import randomized as rdp
 from .chain.backend import get_backend
 from .optim import make_optimizer
@@ -34,12 +34,6 @@ __all__ = ["RandomizedCRFTagger"]
 # Sequences per unit of parallel work. Fixed (not derived from n_jobs) so
 # that sums are taken in the same order whatever n_jobs is.
 _CHUNK_SEQUENCES = 32
-# The same for the row-sparse (AdaGrad) path: a default minibatch (32
-# sequences) is one chunk, whose row-sparse gradient needs no merging. 16
-# let n_jobs=2 share a minibatch, but merging two chunks' rows (a union and
-# a scattered add over rows x labels) cost more than the second thread won:
-# on hu_szeged (444 labels) an epoch took 1.47 s at 16, 1.09 s at 32 (1 job).
-_SPARSE_CHUNK_SEQUENCES = 32
 
 
 def _active_features(X):
@@ -54,20 +48,6 @@ def _active_features(X):
     return np.flatnonzero(used)
 
 
-def _used_columns(X, compact=False):
-    """Sorted columns of ``X`` with a stored (sparse) or non-zero (dense)
-    entry; with ``compact``, also ``X`` restricted to them."""
-    if sp.issparse(X):
-        X = X.tocsr()
-        rows = np.unique(X.indices)
-        if not compact:
-            return rows
-        return rows, sp.csr_matrix((X.data, np.searchsorted(rows, X.indices), X.indptr),
-                                   shape=(X.shape[0], rows.shape[0]))
-    rows = np.flatnonzero((X != 0).any(axis=0))
-    return (rows, X[:, rows]) if compact else rows
-
-
 def _resolve_count(value, n_classes):
     """Integer count from an int or a fraction of the label count."""
     if value is None:
@@ -77,7 +57,7 @@ def _resolve_count(value, n_classes):
     return max(1, int(round(float(value) * n_classes)))
 
 
-class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
+class RandomizedCRFTagger(SequenceTaggerMixin, RowSparseAdaGradMixin, BaseEstimator):
     """Linear-chain CRF trained with randomized dynamic programming.
 
     With ``n_top=None`` (or ``n_top + n_sampled >=`` the number of labels) it
@@ -443,46 +423,6 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         gW = np.asarray(data.X_flat.T @ g) if sp.issparse(data.X_flat) else g
         return loss, np.concatenate([gW.ravel(), rest])
 
-    def _chunk_sparse_loss_grad(self, theta, data, seeds, n_rows, used=None):
-        """:meth:`_chunk_loss_grad` with the weight gradient kept on the rows
-        of the features the chunk uses: ``(loss, rows, grad_rows, grad_rest)``
-        (``grad_rest`` the bias and transitions). Reads only those rows of
-        the weights; ``used``, when given, is ``(rows, X restricted to them,
-        those rows of the weights)``, already gathered."""
-        W, b, trans = self._unpack(theta, n_rows)
-        if used is None:
-            rows, Xc = _used_columns(data.X_flat, compact=True)
-            W_rows = W[rows]
-        else:
-            rows, Xc, W_rows = used
-        U = np.asarray(Xc @ W_rows) + b
-        # every row of W_rows meets a stored entry of Xc: a non-finite weight
-        # makes U non-finite (0 * inf is NaN)
-        self._check_finite(b, U, *(trans if isinstance(trans, tuple) else (trans,)))
-        loss, gU, g_trans = self._potential_loss_grad(U, data, trans, seeds)
-        g_rows = np.asarray(Xc.T @ gU)
-        return loss, rows, g_rows, np.concatenate([gU.sum(axis=0)] + g_trans)
-
-    def _sparse_loss_grad(self, theta, data, seeds, n_rows, parallel):
-        """Summed loss and row-sparse gradient of all sequences of ``data``
-        (chunks in fixed order, merged on the union of their rows)."""
-        parts = map_chunks(
-            lambda chunk, chunk_seeds: self._chunk_sparse_loss_grad(
-                theta, data.subset(chunk), chunk_seeds, n_rows),
-            np.arange(data.n_sequences), seeds, chunk_size=_SPARSE_CHUNK_SEQUENCES,
-            parallel=parallel)
-        if len(parts) == 1:
-            loss, rows, g_rows, rest = parts[0]
-            return loss, RowSparseGradient(rows, g_rows, rest)
-        rows = np.unique(np.concatenate([p[1] for p in parts]))
-        g_rows = np.zeros((rows.shape[0], parts[0][2].shape[1]))
-        loss, rest = 0.0, np.zeros_like(parts[0][3])
-        for part_loss, part_rows, part_g, part_rest in parts:  # fixed order
-            loss += part_loss
-            g_rows[np.searchsorted(rows, part_rows)] += part_g
-            rest += part_rest
-        return loss, RowSparseGradient(rows, g_rows, rest)
-
     def _chunk_potential_grad(self, theta, data, seeds):
         """Loss of a chunk, its gradient in the unary potentials (per token)
         and the gradient of the bias and transitions (flat)."""
@@ -641,39 +581,6 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         return fit_epochs(step, theta, opt, monitor, n_sequences=n,
                           batch_size=self.batch_size, rng=rng,
                           desc="RandomizedCRFTagger")
-
-    def _fit_adagrad(self, data, theta, n_rows, rng, parallel, monitor):
-        """Epochs of proximal AdaGrad on minibatches, lazy on the weight rows
-        (:class:`~skgpstruct._sparse_optim.ProximalAdaGrad`): a step costs
-        the features its minibatch uses, not the whole vocabulary. Same
-        objective as :meth:`_fit_stochastic` (per-sequence loss, the penalty
-        ``c2 / n ||theta||^2 + c1 / n ||theta||_1`` per sequence, by its
-        proximal step); an epoch's reported value adds the penalty at the
-        epoch's end."""
-        n = data.n_sequences
-        cuts = self._layout(n_rows)
-        opt = ProximalAdaGrad(self._learning_rate_, n_rows=n_rows,
-                              n_cols=len(self.classes_), weight_decay=2.0 * self.c2 / n,
-                              l1=self.c1 / n,
-                              undecayed=(int(cuts[1]), int(cuts[2])), parallel=parallel)
-
-        def step(t, idx, seeds):
-            batch = data.subset(idx)
-            if len(idx) <= _SPARSE_CHUNK_SEQUENCES and sp.issparse(batch.X_flat):
-                # one chunk: its rows are caught up and gathered in one pass
-                rows, Xc = _used_columns(batch.X_flat, compact=True)
-                W_rows = opt.catch_up(t, rows, gather=True)
-                loss, rows, g_rows, rest = self._chunk_sparse_loss_grad(
-                    t, batch, seeds, n_rows, used=(rows, Xc, W_rows))
-                return loss, RowSparseGradient(rows, g_rows, rest), 1.0 / len(idx)
-            opt.catch_up(t, _used_columns(batch.X_flat))
-            loss, grad = self._sparse_loss_grad(t, batch, seeds, n_rows, parallel)
-            return loss, grad, 1.0 / len(idx)
-
-        return fit_epochs(step, theta, opt, monitor, n_sequences=n,
-                          batch_size=self.batch_size, rng=rng,
-                          desc="RandomizedCRFTagger",
-                          epoch_value=lambda t: self._penalty_value(t, cuts))
 
     @property
     def loss_curve_(self):
