@@ -154,6 +154,27 @@ def exact_log_evidence(X, y, hyp, return_grad=False):
     return value, grad
 
 
+def posterior_mutual_information(X, hyp):
+    """``I(f1; f2 | y)`` in nats, of the exact posterior over ``f1(X), f2(X)``.
+
+    With independent priors ``I(f1; f2 | y) = I(f1, f2; y) - I(f1; y) -
+    I(f2; y)``, and for ``y = f1 + f2 + e`` each term is a Gaussian channel's
+    ``log det(I + K / noise) / 2``, which gives ``(log det(s2 I + K1) + log
+    det(s2 I + K2) - log det(s2 I + K1 + K2) - n log s2) / 2`` (no inverse
+    of an ill-conditioned ``K``). It is the gap between the exact log
+    evidence and the best mean-field bound (inducing points at every
+    input), hence the most any mean-field posterior can lose to the coupled
+    one when the latter is exact.
+    """
+    k1, k2 = kernels_from(hyp)
+    K1, K2 = k1(_col(X[:, 0])), k2(_col(X[:, 1]))
+    n = X.shape[0]
+    s2I = hyp[4] * np.eye(n)
+    logdet = [2.0 * np.log(np.diag(cholesky(P, lower=True))).sum()
+              for P in (s2I + K1, s2I + K2, s2I + K1 + K2)]
+    return 0.5 * (logdet[0] + logdet[1] - logdet[2] - n * np.log(hyp[4]))
+
+
 def fit_hyperparameters(X, y, rng, n_restarts=3):
     """Maximise the exact log evidence over ``log(s1, l1, s2, l2, sigma^2)``."""
     best = None
@@ -404,7 +425,9 @@ def run_seed(seed, n_train=500, n_test=500, inducing=(10, 30), log=print):
     # the best any mean-field q can do: inducing points at all training inputs
     full = optimal_q(X.T.copy(), X, y, hyp, coupled=False, jitter=1e-10)
     rows["mf_full_neg_elbo"] = -full["collapsed"]
-    log(f"seed {seed}: mean-field with Z = X: -L = {-full['collapsed']:.3f}")
+    rows["mutual_information"] = posterior_mutual_information(X, hyp)
+    log(f"seed {seed}: mean-field with Z = X: -L = {-full['collapsed']:.3f}; "
+        f"posterior I(f1; f2) = {rows['mutual_information']:.3f} nats")
     return rows
 
 
@@ -421,6 +444,7 @@ def main(argv=None):
     with threadpool_limits(limits=args.threads):
         per_seed = [run_seed(s) for s in seeds]
     mf_full = [r.pop("mf_full_neg_elbo") for r in per_seed]
+    mutual = [r.pop("mutual_information") for r in per_seed]
     models = list(per_seed[0])
     means = {m: {k: float(np.mean([r[m][k] for r in per_seed])) for k in METRICS}
              for m in models}
@@ -446,14 +470,18 @@ def main(argv=None):
         f"factorised q can reach): -L = {np.mean(mf_full):.3f}; its gap to the exact "
         f"-log evidence, {np.mean(mf_full) - means['exact']['neg_elbo']:.3f} nats, "
         "is the posterior mutual information of f1 and f2, the limit of the "
-        "MF - VCGP gap as M grows (both posteriors optimal given Z).",
+        "MF - VCGP gap as M grows (both posteriors optimal given Z). In closed "
+        f"form from the exact posterior, I(f1; f2 | y) = {np.mean(mutual):.3f} nats "
+        f"(per seed {', '.join(f'{v:.2f}' for v in mutual)}): the MF - VCGP gap when each "
+        "is as good as its family allows (here from M = 30 on); a larger gap would "
+        "come from a worse-fitted mean-field posterior, not from the model.",
         f"Total time {elapsed:.1f} s.",
     ]
     write_results("coupled_additive", table, columns,
                   title="Coupled vs mean-field sparse GPs, additive regression",
                   notes=notes,
                   extra={"rows": means, "table": table, "seeds": seeds,
-                         "mf_full_neg_elbo": mf_full,
+                         "mf_full_neg_elbo": mf_full, "mutual_information": mutual,
                          "per_seed": per_seed, "seconds": elapsed})
     return means
 
