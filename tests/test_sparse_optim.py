@@ -165,9 +165,21 @@ def test_adagrad_epoch_value_includes_the_penalty(chain_data):
     assert big.loss_history_[-1] > penalty
 
 
-def test_rows_split_over_threads_give_identical_steps():
+def test_rows_split_over_threads_give_identical_steps(monkeypatch):
     from joblib import Parallel
 
+    import skgpstruct._sparse_optim as sparse_optim
+
+    # parts of 64 rows x 3 columns, so that these small steps are split
+    monkeypatch.setattr(sparse_optim, "_SPLIT_COORDINATES", 64 * 3)
+    calls = []
+    kernel = sparse_optim._step_rows
+
+    def spy(*args):
+        calls.append(args[3].shape[0])
+        return kernel(*args)
+
+    monkeypatch.setattr(sparse_optim, "_step_rows", spy)
     rng = np.random.default_rng(5)
     n_rows, n_cols = 400, 3
     x0 = rng.normal(size=n_rows * n_cols + 2)
@@ -185,6 +197,7 @@ def test_rows_split_over_threads_give_identical_steps():
         two.synchronize(x2)
     np.testing.assert_array_equal(x1, x2)
     assert not np.array_equal(x1, x0)
+    assert min(calls) < 300  # the two-thread optimiser did split its steps
 
 
 @pytest.mark.parametrize("missed", [1, 2, 3, 5, 64, 1000, 65536, 65537, 200000])
