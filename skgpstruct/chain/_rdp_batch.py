@@ -94,7 +94,9 @@ def seeded_uniforms(offsets, seeds, out):
     ``RandomState`` per sequence (tens of microseconds each). The state is
     numba's, one per thread, and is reseeded here for every sequence, so
     the result does not depend on the thread. ``seeds`` must be in
-    ``[0, 2**32)``.
+    ``[0, 2**32)``. The calling thread's numba generator is left seeded by
+    the last sequence (numba's ``np.random`` in other jitted code of that
+    thread shares it; numpy's own generators are untouched).
     """
     k = out.shape[1]
     for n in range(offsets.shape[0] - 1):
