@@ -24,7 +24,8 @@ the means over the folds; it is written with the per-fold numbers to
 (tokens pooled over the folds; GPStructTagger and the two CRFs at
 crfsuite's best-error c2) per task and path to
 ``benchmarks/results/calibration_<task>_<path>.png`` when matplotlib (the
-``plot`` extra) is installed. The script also prints, per task and path,
+``plot`` extra) is installed (``--name NAME``: ``NAME.{md,json}`` and
+``NAME_<task>_<path>.png``, so another run leaves these alone). The script also prints, per task and path,
 crfsuite's best-error c2 and how GPStructTagger compares with crfsuite and
 with the exact RandomizedCRFTagger at that c2 (issue 13's acceptance test).
 
@@ -171,7 +172,7 @@ def _pooled_curve(per_fold):
     return conf[ok] / count[ok], acc[ok] / count[ok], count[ok]
 
 
-def _plot(task, features, results, names):
+def _plot(task, features, results, names, prefix="calibration"):
     try:
         import matplotlib
 
@@ -202,7 +203,7 @@ def _plot(task, features, results, names):
     ax_hist.set_ylabel("tokens")
     fig.tight_layout()
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"calibration_{task}_{features}.png"
+    path = RESULTS_DIR / f"{prefix}_{task}_{features}.png"
     fig.savefig(path, dpi=120)
     plt.close(fig)
     print(f"wrote {path.name}")
@@ -299,7 +300,8 @@ def main(argv=None):
             # the diagram shows the GP and the two CRFs at crfsuite's best c2
             shown = names if best is None else [
                 n for n in names if "c2=" not in n or n.endswith(f"c2={best}")]
-            plots[f"{task}/{features}"] = _plot(task, features, results, shown)
+            plots[f"{task}/{features}"] = _plot(task, features, results, shown,
+                                                 prefix=args.name)
 
     notes.append(f"ECE over {N_BINS} equal-width bins of the max marginal; error % at 80 % "
                  "coverage: error of the argmax of the marginals over the 80 % of test "
