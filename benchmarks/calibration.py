@@ -118,7 +118,16 @@ def _fit_ours(model, X_tr, y_tr, X_te, y_te):
 
 
 def run_gp(X_tr, y_tr, X_te, y_te, params, seed):
-    return _fit_ours(GPStructTagger(random_state=seed, **params), X_tr, y_tr, X_te, y_te)
+    gp = GPStructTagger(random_state=seed, **params)
+    scores = _fit_ours(gp, X_tr, y_tr, X_te, y_te)
+    # what fit chose from the training fold: the prior variance (cv) and the
+    # posterior temperature (weight-space form), the evidence for the rules
+    kernel = getattr(gp, "kernel_", None)
+    scores["_choice"] = {
+        "sigma2": float(getattr(kernel, "variance", np.nan)),
+        "temperature": float(getattr(gp, "temperature_", 1.0)),
+    }
+    return scores
 
 
 def run_crf(X_tr, y_tr, X_te, y_te, c2, params, seed):
@@ -283,7 +292,8 @@ def main(argv=None):
                 for name, r in fold.items():
                     results[name].append(r)
                     per_fold_rows.append({"task": task, "features": features, "model": name,
-                                          "fold": k, **{m: r[m] for m in METRICS}})
+                                          "fold": k, **{m: r[m] for m in METRICS},
+                                          **r.get("_choice", {})})
                     print(f"{task} {features} fold {k} {name}: "
                           + ", ".join(f"{m} {r[m]:.3g}" for m in METRICS), flush=True)
             means = {}
@@ -292,6 +302,11 @@ def main(argv=None):
                     means[name] = _mean_row(task, features, name, results[name])
                     rows.append(means[name])
             best, lines = _comparison(task, features, means, args.c2)
+            choices = [r["_choice"] for r in results.get("GPStructTagger", [])]
+            if choices:
+                lines.append(f"{task} / {features}: GPStructTagger's (sigma^2, T) per fold: "
+                             + ", ".join(f"({c['sigma2']:g}, {c['temperature']:g})"
+                                         for c in choices))
             if best is not None:
                 best_c2[f"{task}/{features}"] = best
             for line in lines:
