@@ -25,9 +25,10 @@ the means over the folds; it is written with the per-fold numbers to
 crfsuite's best-error c2) per task and path to
 ``benchmarks/results/calibration_<task>_<path>.png`` when matplotlib (the
 ``plot`` extra) is installed (``--name NAME``: ``NAME.{md,json}`` and
-``NAME_<task>_<path>.png``, so another run leaves these alone). The script also prints, per task and path,
-crfsuite's best-error c2 and how GPStructTagger compares with crfsuite and
-with the exact RandomizedCRFTagger at that c2 (issue 13's acceptance test).
+``NAME_<task>_<path>.png``, so another run leaves these alone). The script
+also prints, per task and path, crfsuite's best-error c2 and how
+GPStructTagger compares with crfsuite and with the exact RandomizedCRFTagger
+at that c2 (issue 13's acceptance test).
 
 Usage::
 

@@ -104,7 +104,7 @@ class RowSparseAdaGradMixin:
 
         def step(t, idx, seeds):
             batch = data.subset(idx)
-            if len(idx) <= _SPARSE_CHUNK_SEQUENCES and sp.issparse(batch.X_flat):
+            if len(idx) <= _SPARSE_CHUNK_SEQUENCES:
                 # one chunk: its rows are caught up and gathered in one pass
                 rows, Xc = _used_columns(batch.X_flat, compact=True)
                 W_rows = opt.catch_up(t, rows, gather=True)

@@ -394,8 +394,7 @@ class ProximalAdaGrad:
                 f"the dense part of the gradient has {rest.shape[0]} entries; "
                 f"expected {params.shape[0] - n_block}."
             )
-        self._split(_catch_up, rows, params, G, self._last, self.n_cols, self.t, lr, decay,
-                    l1, eps, grad_rows=np.empty((rows.shape[0], 0)))
+        self.catch_up(params, rows)
         self.t += 1
         self._split(_step_rows, rows, params, G, self._last, self.n_cols, self.t,
                     float(scale), lr, decay, l1, eps, grad_rows=grad_rows)
