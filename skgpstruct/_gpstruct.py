@@ -57,12 +57,12 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         own kernels need dense ones.
     kernel_variance : "cv", "elbo" or float, default="cv"
         Prior variance ``sigma^2`` of the weights when ``kernel=None``.
-        ``"cv"``: chosen among 0.1, 0.3, ..., 100 by 3-fold validation of
+        ``"cv"``: chosen among 0.1, 0.2, 0.5, 1, ..., 100 by 3-fold validation of
         the posterior-mode CRF of the same model (CRFsuite's
         ``c2 = 1 / (2 sigma^2)``) on the training sequences: the lowest
         held-out log loss among the variances whose held-out token error is
         within one standard error of the lowest
-        (:func:`skgpstruct._variance_cv.cv_prior_variance`; 21
+        (:func:`skgpstruct._variance_cv.cv_prior_variance`; 30
         fits of a plain CRF, a few seconds on the benchmark folds; the
         table is kept in ``variance_cv_results_``; with fewer than two
         training sequences, or no fold with two labels, 1.0 with a
@@ -198,7 +198,7 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         ``T``; ``T`` narrows the spread around it: 1 is the Bayesian
         posterior, ``T -> 0`` the CRF. ``"auto"``: chosen with
         ``kernel_variance="cv"``, on the same folds, by held-out marginal
-        log loss among 1, 0.5, 0.25 and 0.1: the warmest within one
+        log loss among 1, 0.5, 0.25, 0.1, 0.05, 0.025 and 0.01: the warmest within one
         standard error of the lowest
         (:func:`skgpstruct._variance_cv.cv_temperature`: the Laplace
         posterior of each fold's CRF scaled by each ``T``, 32 draws; about
