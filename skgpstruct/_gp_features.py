@@ -13,7 +13,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from ._base import box_projection
-from ._variance_cv import CannotValidate, cv_prior_variance, cv_temperature
+from ._variance_cv import CannotValidate, cv_posterior, cv_prior_variance
 from .gp.kernels import LinearKernel
 from .gp.kl import transition_kl
 from .gp.sampling import draw_normals
@@ -108,25 +108,26 @@ class FeatureFormMixin:
         return float(self.transition_prior_var), False
 
     def _temperature(self, data, variance, warm):
-        """The posterior temperature of the weight-space fit:
-        ``temperature`` when a number; ``"auto"``: the fitted one on a warm
-        start, :func:`~skgpstruct._variance_cv.cv_temperature` when the prior
-        variance is validated too (``kernel=None, kernel_variance="cv"``,
-        sets ``temperature_cv_results_``), else 1 (the Bayesian
-        posterior)."""
+        """``(variance, temperature)`` of the weight-space fit: the prior
+        variance as given and ``temperature`` when a number; ``"auto"``: the
+        fitted one on a warm start; with the prior variance validated too
+        (``kernel=None, kernel_variance="cv"``) both chosen jointly by
+        :func:`~skgpstruct._variance_cv.cv_posterior` among the variances of
+        ``variance_cv_results_["band"]`` (sets
+        ``temperature_cv_results_``); else 1 (the Bayesian posterior)."""
         if warm and self.temperature == "auto":
-            return float(getattr(self, "temperature_", 1.0))
+            return variance, float(getattr(self, "temperature_", 1.0))
         self.temperature_cv_results_ = None
         if self.temperature != "auto":
-            return float(self.temperature)
-        if (self.kernel is not None or self.kernel_variance != "cv"
-                or getattr(self, "variance_cv_results_", None) is None):
-            return 1.0
+            return variance, float(self.temperature)
+        results = getattr(self, "variance_cv_results_", None)
+        if self.kernel is not None or self.kernel_variance != "cv" or results is None:
+            return variance, 1.0
         # the folds of cv_prior_variance, which validated: no CannotValidate
-        temperature, self.temperature_cv_results_ = cv_temperature(
-            data, len(self.classes_), variance, random_state=self._cv_seed,
-            n_jobs=self.n_jobs)
-        return temperature
+        variance, temperature, self.temperature_cv_results_ = cv_posterior(
+            data, len(self.classes_), results["variance"][results["band"]],
+            random_state=self._cv_seed, n_jobs=self.n_jobs)
+        return variance, temperature
 
     def _feature_design(self, X_flat):
         """The token matrix the weights act on: the bias column appended when
@@ -174,7 +175,7 @@ class FeatureFormMixin:
         self._check_features_form()
         rng.randint(_SEED_MAX, size=2)  # the draws of the inducing form's init
         variance = float(self.kernel_.variance) if warm else self._prior_variance(data)
-        temperature = self._temperature(data, variance, warm)
+        variance, temperature = self._temperature(data, variance, warm)
         learn = (self._variance_learned(), self._transition_variance()[1])
         params, X = self._init_features(data, warm, variance, temperature)
         objective = WeightSpaceObjective(

@@ -317,6 +317,12 @@ def _bin_stats(y_true, marginals, labels, n_bins):
     n_bins = _check_number("n_bins", n_bins, "an integer >= 1", lambda n: n >= 1,
                            integer=True)
     conf, correct = _confidence(y_true, marginals, labels)
+    return _binned(conf, correct, n_bins)
+
+
+def _binned(conf, correct, n_bins):
+    """Per-bin token counts and sums of confidence and correctness of the
+    equal-width bins of :func:`reliability_curve` (validated inputs)."""
     bins = np.minimum(np.floor(conf * n_bins), n_bins - 1).astype(np.intp)
     counts = np.bincount(bins, minlength=n_bins)
     conf_sum = np.bincount(bins, weights=conf, minlength=n_bins)
