@@ -61,7 +61,9 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         the posterior-mode CRF of the same model (CRFsuite's
         ``c2 = 1 / (2 sigma^2)``) on the training sequences: the lowest
         held-out log loss among the variances whose held-out token error is
-        within one standard error of the lowest
+        within one standard error of the lowest (with
+        ``temperature="auto"`` the posterior's held-out marginals then
+        choose among the variances of that band, see ``temperature``)
         (:func:`skgpstruct._variance_cv.cv_prior_variance`; 30
         fits of a plain CRF, a few seconds on the benchmark folds; the
         table is kept in ``variance_cv_results_``; with fewer than two
@@ -197,12 +199,19 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         posterior mode, the CRF with ``c2 = 1 / (2 sigma^2)``, for every
         ``T``; ``T`` narrows the spread around it: 1 is the Bayesian
         posterior, ``T -> 0`` the CRF. ``"auto"``: chosen with
-        ``kernel_variance="cv"``, on the same folds, by held-out marginal
-        log loss among 1, 0.5, 0.25, 0.1, 0.05, 0.025 and 0.01: the warmest within one
-        standard error of the lowest
-        (:func:`skgpstruct._variance_cv.cv_temperature`: the Laplace
-        posterior of each fold's CRF scaled by each ``T``, 32 draws; about
-        a second; the table is kept in ``temperature_cv_results_``), 1
+        ``kernel_variance="cv"``, on the same folds and together with the
+        prior variance (among those whose posterior-mode CRF's held-out
+        error is within one standard error of the lowest), from 1, 0.5,
+        0.25, 0.1, 0.05, 0.025 and 0.01: of the ``(sigma^2, T)`` pairs
+        whose held-out marginal log loss is within one standard error of
+        the lowest, and there whose held-out calibration error (ECE, 15
+        bins) is within one standard error of the lowest, the warmest ``T``
+        (at it the lowest calibration error)
+        (:func:`skgpstruct._variance_cv.cv_posterior`: the Laplace
+        posterior of each fold's CRF scaled by each ``T``, its mean moved
+        out along the mode as far as the variational fit's moves under that
+        spread, 32 draws; 5 to 25 s on the benchmark folds; the table is
+        kept in ``temperature_cv_results_``), 1
         otherwise (a given ``kernel``, a fixed or learned
         ``kernel_variance``). Why: with one prior variance for thousands
         of binary features, most of them rare, the posterior spread of a
@@ -280,12 +289,18 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         ``transition_var_`` are the fitted ones, ``kernel_`` and
         ``transition_prior_var_`` the model's prior.
     temperature_cv_results_ : dict or None
-        Only with ``temperature="auto"``: ``"temperature"``, ``"log_loss"``
-        and ``"log_loss_se"`` (held-out, per candidate), or None when the
+        Only with ``temperature="auto"`` and ``kernel_variance="cv"``: the
+        results of :func:`skgpstruct._variance_cv.cv_posterior`
+        (``"variance"``, ``"temperature"``, and per pair ``"log_loss"``,
+        ``"log_loss_se"``, ``"calibration_error"``,
+        ``"calibration_error_se"``, ``"mean_scale"``), or None when the
         temperature was not validated.
     variance_cv_results_ : dict
         Only with ``kernel=None, kernel_variance="cv"``: ``"variance"``,
-        ``"error"`` and ``"log_loss"`` (held-out, per candidate).
+        ``"error"``, ``"log_loss"`` (the posterior-mode CRF's, held-out,
+        per candidate) and ``"band"`` (the variances whose error is within
+        one standard error of the lowest: those ``temperature="auto"``
+        chooses among).
     inducing_points_ : ndarray or csr_matrix of shape (n_inducing, n_features)
         Inducing-point form only: inducing inputs ``Z``.
     q_mu_ : ndarray of shape (n_components, n_classes, n_inducing)

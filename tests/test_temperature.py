@@ -154,3 +154,61 @@ def test_validation_cools_the_posterior_on_rare_binary_features(shared_dir):
     y = [np.searchsorted(classes, b.y[i]) for i in train]
     X = [sp.csr_matrix(x) for x in X]
     assert _cv(X, y)[1] <= 0.25
+
+
+# ------------------------------------- the cold posterior's mean (c_T)
+
+
+def _map(sigma2, n_sequences=80):
+    from skgpstruct import RandomizedCRFTagger
+    from skgpstruct._variance_cv import _laplace_variances
+
+    X, y = _model_data(sigma2, seed=4, n_sequences=n_sequences)
+    crf = RandomizedCRFTagger(c2=0.5 / sigma2, max_iter=1000, tol=1e-10).fit(X, y)
+    data = SequenceData.from_sequences(X, y)
+    return X, y, crf, data, _laplace_variances(crf, data, sigma2)
+
+
+def test_mean_scale_is_the_optimum_along_the_mode():
+    from skgpstruct._variance_cv import _mean_scale, _ray_objective
+
+    _, _, crf, data, (s_w, s_b) = _map(10.0)
+    scales = []
+    for T in (1e-8, 0.1, 0.3, 1.0):
+        c = _mean_scale(crf, s_w, s_b, data, T, 10.0, np.random.default_rng(0))
+        f = _ray_objective(crf, s_w, s_b, data, T, 10.0, np.random.default_rng(0))
+        # the derivative against central differences, at c and at 1.5
+        for at in (c, 1.5):
+            h = 1e-5
+            fd = (f(at + h)[0] - f(at - h)[0]) / (2 * h)
+            assert_allclose(f(at)[1], fd, rtol=1e-5, atol=1e-6)
+        # a minimum of the ray's objective (the same draws as the search) on
+        # [1, 20], to the search's tolerance
+        assert f(c)[0] <= f(1.01 * c)[0], (T, c)
+        if c / 1.01 >= 1.0:
+            assert f(c)[0] <= f(c / 1.01)[0], (T, c)
+        scales.append(c)
+    # no spread: the mode itself (the CRF objective's stationarity along
+    # its own ray; the CRF is fitted to tol 1e-10)
+    assert abs(scales[0] - 1.0) < 1e-3
+    # the mean moves out as the spread grows
+    assert np.all(np.diff(scales) > 0.02), scales
+
+
+@pytest.mark.parametrize("sigma2, T", [(10.0, 1.0), (3.0, 0.3)])
+def test_mean_scale_predicts_the_variational_mean(sigma2, T):
+    # the fitted cold posterior's means are c_T times the mode along the
+    # ray, for the unary weights and the transitions alike (measured: 10 /
+    # 1.0: c 1.647, fitted 1.744 and 1.647; 3 / 0.3: c 1.120, fitted 1.124
+    # and 1.099); without c_T the Laplace stand-in is too flat
+    from skgpstruct._variance_cv import _mean_scale
+
+    X, y, crf, data, (s_w, s_b) = _map(sigma2)
+    c = _mean_scale(crf, s_w, s_b, data, T, sigma2, np.random.default_rng(0))
+    gp = GPStructTagger(kernel_variance=sigma2, temperature=T, random_state=0,
+                        n_samples=32).fit(X, y)
+    unary = np.linalg.norm(gp.coef_) / np.linalg.norm(crf.coef_)
+    transitions = np.linalg.norm(gp.transition_mean_) / np.linalg.norm(crf.transition_)
+    assert c > 1.1
+    assert abs(unary - c) < 0.1 * c and abs(transitions - c) < 0.1 * c, (c, unary,
+                                                                          transitions)
