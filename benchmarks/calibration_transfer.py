@@ -80,7 +80,9 @@ def main(argv=None):
         fits[c2] = (dev, test)
     results["sklearn-crfsuite"], choices["sklearn-crfsuite"] = _best_on_dev(fits)
 
-    rows = [{"model": name, "chosen": str(choices[name]),
+    chosen = {name: (f"sigma^2 = {c['sigma2']:g}, T = {c['temperature']:g}"
+                     if isinstance(c, dict) else f"c2 = {c:g}") for name, c in choices.items()}
+    rows = [{"model": name, "chosen": chosen[name],
              **{m: float(r[m]) for m in METRICS}} for name, r in results.items()]
     notes = [
         f"UD Hungarian-Szeged, UPOS (17 tags), the first {len(X_tr)} training sentences "
