@@ -71,11 +71,19 @@ def _held_out(crf, X, y, n_classes):
 
 def _error_band(errors, n_tokens):
     """Whether each candidate's summed held-out ``errors`` (token counts
-    over ``n_tokens`` tokens) is within one binomial standard error of the
-    lowest."""
+    over ``n_tokens`` tokens) is within one binomial standard error (that
+    of the lowest error rate) of the lowest."""
+    errors = np.asarray(errors, dtype=np.float64)
     rate = errors.min() / n_tokens
-    limit = errors.min() + n_tokens * np.sqrt(rate * (1.0 - rate) / n_tokens)
-    return np.asarray(errors) <= limit
+    se = n_tokens * np.sqrt(rate * (1.0 - rate) / n_tokens)
+    return _within_one_se(errors, np.full(errors.shape, se))
+
+
+def _within_one_se(values, se):
+    """Whether each value is within one standard error (that of the lowest
+    value) of the lowest."""
+    low = np.unravel_index(np.argmin(values), values.shape)
+    return values <= values[low] + se[low]
 
 
 def _select(errors, losses, n_tokens, scoring):
@@ -335,15 +343,18 @@ def _held_out_scores(crf, s_w, s_b, scales, data, temperatures, rng):
            for _ in range(_CV_SAMPLES)]
     shape = (len(temperatures), int(known.sum()))
     losses, conf, correct = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool)
-    groups = _groups(len(eps), data, V)
-    for i, (temp, c) in enumerate(zip(temperatures, scales)):
-        P = np.zeros_like(U0)
-        root = np.sqrt(temp)
-        for group in groups:
-            noise = [(root * np.asarray(X @ (sd_w * eps[k][0])), root * sd_b * eps[k][1])
-                     for k in group]
+    P_all = np.zeros((len(temperatures),) + U0.shape)
+    for group in _groups(len(eps), data, V):
+        # the unary spread of each draw at T = 1 (a sparse product), scaled
+        # by sqrt(T) below
+        base = [np.asarray(X @ (sd_w * eps[k][0])) for k in group]
+        for i, (temp, c) in enumerate(zip(temperatures, scales)):
+            root = np.sqrt(temp)
+            noise = [(root * e_u, root * sd_b * eps[k][1]) for e_u, k in zip(base, group)]
             U, lens, B = _batched(U0, B0, lengths, c, noise)
-            P += marginals_ragged(U, lens, B)[0].reshape(len(group), *U0.shape).sum(axis=0)
+            P_all[i] += marginals_ragged(U, lens, B)[0].reshape(len(group),
+                                                                *U0.shape).sum(axis=0)
+    for i, P in enumerate(P_all):
         P = P[known] / _CV_SAMPLES
         p_true = P[np.arange(P.shape[0]), Y[known]]
         losses[i] = -np.log(np.clip(p_true, 1e-12, 1.0))
@@ -361,13 +372,6 @@ def _calibration_error(conf, correct, n_bins=_CV_BINS):
     acc = acc_sum / np.maximum(counts, 1)
     se = np.sqrt(np.sum(counts * acc * (1.0 - acc))) / conf.size
     return float(np.sum(np.abs(conf_sum - acc_sum)) / conf.size), float(se)
-
-
-def _within_one_se(values, se):
-    """Whether each value is within one standard error (that of the lowest
-    value) of the lowest."""
-    low = np.unravel_index(np.argmin(values), values.shape)
-    return values <= values[low] + se[low]
 
 
 def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3,
@@ -467,8 +471,9 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         n_used += 1
         seed = rng.integers(2 ** 32)  # common draws for every variance
         crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True, n_jobs=n_jobs)
+        X_tr, y_tr = _sequences(train)
         for i, variance in enumerate(variances):  # strongest prior first
-            crf.set_params(c2=0.5 / variance).fit(*_sequences(train))
+            crf.set_params(c2=0.5 / variance).fit(X_tr, y_tr)
             s_w, s_b = _laplace_variances(crf, train, variance)
             draws = np.random.default_rng(seed)
             c = [_mean_scale(crf, s_w, s_b, train, T, variance, draws) for T in grid]
