@@ -9,6 +9,7 @@ the whole session when it is collected). The CUDA kernels themselves are tested 
 import importlib
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -83,6 +84,34 @@ def test_numba_cuda_unusable(monkeypatch):
     assert resolve_device("auto") == "cpu"
     with pytest.raises(RuntimeError, match="driver exploded"):
         resolve_device("cuda")
+
+
+def test_gpu_seen_but_compiler_target_broken(cuda_available, monkeypatch, data):
+    """numba.cuda sees a GPU but its compiler target fails to load (as
+    numba-cuda 0.30 does with NumPy 2.5, at the first compilation): "auto"
+    warns and runs on the CPU, "cuda" raises naming the cause, before any
+    kernel is compiled."""
+    cuda_available(True)
+    monkeypatch.setattr(importlib.import_module("numba.core.config"), "ENABLE_CUDASIM", 0)
+    monkeypatch.setitem(sys.modules, "numba.cuda.cudaimpl", None)
+    available, reason = cuda_status()
+    assert not available
+    assert "compiler target" in reason and "ModuleNotFoundError" in reason
+    with pytest.warns(RuntimeWarning, match='device="auto" runs on the CPU'):
+        assert resolve_device("auto") == "cpu"
+    with pytest.raises(RuntimeError, match="numba-cuda and NumPy"):
+        resolve_device("cuda")
+    X, y = data
+    with pytest.warns(RuntimeWarning, match="compiler target"):
+        est = RandomizedCRFTagger(device="auto", c2=0.1, random_state=0).fit(X, y)
+    assert est.device_ == "cpu"
+
+
+def test_no_gpu_auto_is_silent(cuda_available):
+    cuda_available(False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_device("auto") == "cpu"
 
 
 def test_tagger_device_cuda_without_gpu_raises_at_fit(cuda_available, data):
