@@ -32,7 +32,7 @@ the same folds :func:`cv_posterior` chooses the prior variance (among those
 of the error band) and the temperature of GPStructTagger's cold posterior
 together, from the held-out marginals of a Laplace stand-in of the cold
 posterior whose mean moves out with its spread as the variational fit's
-does (:func:`_mean_scale`); see its docstring. :func:`cv_temperature` is the
+does (:func:`_mean_scales`); see its docstring. :func:`cv_temperature` is the
 same at one variance.
 """
 
@@ -204,11 +204,11 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
 TEMPERATURE_GRID = (1.0, 0.5, 0.25, 0.1, 0.05, 0.025, 0.01)
 #: Posterior draws per held-out sequence in :func:`cv_temperature`.
 _CV_SAMPLES = 32
-#: Common draws of the spread on the training folds in :func:`_mean_scale`.
+#: Common draws of the spread on the training folds in :func:`_mean_scales`.
 _SCALE_SAMPLES = 16
 #: Bins of the held-out calibration error in :func:`cv_posterior`.
 _CV_BINS = 15
-#: Largest growth of the mean over the mode in :func:`_mean_scale`.
+#: Largest growth of the mean over the mode in :func:`_mean_scales`.
 _MAX_SCALE = 20.0
 #: Bytes of the stacked potentials of one batched chain call over draws.
 _BATCH_BYTES = 64 * 2 ** 20
@@ -253,22 +253,43 @@ def _groups(n_draws, data, n_labels):
     return [range(i, min(i + step, n_draws)) for i in range(0, n_draws, step)]
 
 
-def _ray_objective(crf, s_w, s_b, data, temperature, variance, rng):
+def _spread_draws(crf, s_w, s_b, data, rng):
+    """:data:`_SCALE_SAMPLES` draws ``(e_u, e_b)`` of the spread ``(s_w,
+    s_b)`` at ``T = 1`` on ``data``: the unary potentials' ``X @ (sqrt(s_w)
+    * eps_w)`` (one draw of every weight, shared by the tokens that have
+    the feature) and the transitions' ``sqrt(s_b) * eps_b``. A temperature
+    scales them by ``sqrt(T)``: the draws are common to every temperature
+    (and, with the same ``rng`` state, every variance)."""
+    X = sp.csr_matrix(data.X_flat, dtype=np.float64)
+    return [(_unary_spread(X, s_w, rng),
+             np.sqrt(s_b) * rng.standard_normal(crf.transition_.shape))
+            for _ in range(_SCALE_SAMPLES)]
+
+
+def _unary_spread(X, s_w, rng):
+    """One draw of the unary potentials' spread on the tokens ``X``: ``X @
+    (sqrt(s_w) * eps)``, drawing ``eps`` only for the weights that have a
+    variance and a feature in ``X`` (the others add nothing)."""
+    cols = np.flatnonzero((np.diff(X.tocsc().indptr) > 0) & s_w.any(axis=1))
+    eps = rng.standard_normal((cols.size, s_w.shape[1]))
+    return np.asarray(X[:, cols] @ (np.sqrt(s_w[cols]) * eps))
+
+
+def _ray_objective(crf, data, draws, temperature, variance):
     """``f(c)`` and ``f'(c)``: minus the cold objective (times ``T``) of the
     mean ``c * w`` of the mode ``w`` of ``crf``, ``-(E[log p(y | c w + e)] -
-    c^2 |w|^2 / (2 sigma^2))``, the expectation over 16 common draws ``e`` of
-    the spread ``temperature * (s_w, s_b)`` on ``data`` (so ``f`` is smooth
-    in ``c``; convex, the log-likelihood being concave in the potentials)."""
+    c^2 |w|^2 / (2 sigma^2))``, the expectation over the common ``draws``
+    (:func:`_spread_draws`) of the spread scaled by ``sqrt(temperature)``
+    on ``data`` (so ``f`` is smooth in ``c``; convex, the log-likelihood
+    being concave in the potentials)."""
     from .chain import log_likelihood_grad_ragged
 
-    X, lengths = sp.csr_matrix(data.X_flat, dtype=np.float64), data.lengths
+    lengths = data.lengths
     U0, B0 = crf._unary(data), crf.transition_
     # the CRF's columns: the labels of these (its training) sequences
     y = np.searchsorted(crf.classes_, data.y_flat)
     root = np.sqrt(temperature)
-    noise = [(root * np.asarray(X @ (np.sqrt(s_w) * rng.standard_normal(s_w.shape))),
-              root * np.sqrt(s_b) * rng.standard_normal(B0.shape))
-             for _ in range(_SCALE_SAMPLES)]
+    noise = [(root * e_u, root * e_b) for e_u, e_b in draws]
     groups = _groups(len(noise), data, B0.shape[0])
     # |w|^2 of the model's weights: the unary weights and the transitions
     # (transition_prior_var="auto": the same prior variance; the CRF's
@@ -292,9 +313,26 @@ def _ray_objective(crf, s_w, s_b, data, temperature, variance, rng):
     return negative
 
 
-def _mean_scale(crf, s_w, s_b, data, temperature, variance, rng):
-    """The factor ``c`` by which the cold posterior's mean grows over the
-    posterior mode ``w`` under the spread ``temperature * (s_w, s_b)``.
+def _root(slope, low, step):
+    """The root of the increasing ``slope`` above ``low`` (``slope(low) <
+    0``) on ``[low, _MAX_SCALE]``: bracketed by steps from ``low`` that
+    double, then :func:`scipy.optimize.brentq` to 1e-3 (``_MAX_SCALE`` if
+    the slope is still negative there)."""
+    from scipy.optimize import brentq
+
+    while True:
+        high = min(low + step, _MAX_SCALE)
+        if slope(high) >= 0.0:
+            return float(brentq(slope, low, high, xtol=1e-3))
+        if high >= _MAX_SCALE:
+            return _MAX_SCALE
+        low, step = high, 2.0 * step
+
+
+def _mean_scales(crf, s_w, s_b, data, temperatures, variance, rng):
+    """The factors ``c_T`` by which the cold posterior's mean grows over the
+    posterior mode ``w`` under the spread ``T * (s_w, s_b)``, for each
+    temperature ``T`` of ``temperatures``.
 
     The mean of the mean-field fit maximises ``E_q[log p(y | w)] -
     |m|^2 / (2 sigma^2)`` (the cold ELBO times ``T``): the expected
@@ -302,26 +340,43 @@ def _mean_scale(crf, s_w, s_b, data, temperature, variance, rng):
     marginals, so the optimum moves out along the mode's direction; on the
     first chunking fold (CRF++ template, ``sigma^2 = 10``, ``T = 0.1``) the
     fitted means are 2.4 to 2.7 times the mode's for features seen 1 to 100
-    times and for the transitions alike. ``c`` is that optimum restricted to
-    the ray ``c * w`` on ``[1, 20]`` (:func:`_ray_objective`, convex in
-    ``c``: the root of its derivative, bracketed by doubling, to 1e-3);
-    without spread it is 1, the mode's own stationarity.
+    times and for the transitions alike. ``c_T`` is that optimum restricted
+    to the ray ``c * w`` on ``[1, 20]`` (:func:`_ray_objective`, convex in
+    ``c``: the root of its derivative, to 1e-3); without spread it is 1,
+    the mode's own stationarity.
+
+    The draws of the spread are common to every temperature
+    (:func:`_spread_draws`), so ``c_T`` grows with ``T``: the temperatures
+    are solved from the coldest up, each root bracketed from the one below
+    (1 for the coldest), with a first step twice the last growth (a tenth
+    of the bracket's start at least).
     """
-    from scipy.optimize import brentq
+    draws = _spread_draws(crf, s_w, s_b, data, rng)
+    out = {}
+    below, growth = 1.0, 0.0
+    for T in sorted(temperatures):
+        objective = _ray_objective(crf, data, draws, T, variance)
+        cache = {}
 
-    objective = _ray_objective(crf, s_w, s_b, data, temperature, variance, rng)
+        def slope(c):
+            if c not in cache:  # brentq evaluates the bracket's ends again
+                cache[c] = objective(c)[1]
+            return cache[c]
 
-    def slope(c):
-        return objective(c)[1]
+        if slope(below) < 0.0:
+            c = _root(slope, below, max(2.0 * growth, 0.1 * below))
+        elif below == 1.0 or slope(1.0) >= 0.0:
+            c = 1.0  # the mode: no growth (or the draws' noise says so)
+        else:  # not monotone in T (the draws' noise): search under below
+            c = _root(slope, 1.0, below - 1.0)
+        growth, below = max(c - below, 0.0), c
+        out[T] = c
+    return [out[T] for T in temperatures]
 
-    low, high = 1.0, 2.0
-    if slope(low) >= 0.0:
-        return low
-    while slope(high) < 0.0:
-        if high >= _MAX_SCALE:
-            return _MAX_SCALE
-        low, high = high, min(2.0 * high, _MAX_SCALE)
-    return float(brentq(slope, low, high, xtol=1e-3))
+
+def _mean_scale(crf, s_w, s_b, data, temperature, variance, rng):
+    """``c_T`` at one temperature (:func:`_mean_scales`)."""
+    return _mean_scales(crf, s_w, s_b, data, [temperature], variance, rng)[0]
 
 
 def _held_out_scores(crf, s_w, s_b, scales, data, temperatures, rng):
@@ -338,19 +393,17 @@ def _held_out_scores(crf, s_w, s_b, scales, data, temperatures, rng):
     Y = np.array([col.get(v, 0) for v in data.y_flat])
     X, lengths = sp.csr_matrix(data.X_flat, dtype=np.float64), data.lengths
     U0, B0 = crf._unary(data), crf.transition_
-    sd_w, sd_b = np.sqrt(s_w), np.sqrt(s_b)
-    eps = [(rng.standard_normal(s_w.shape), rng.standard_normal((V, V)))
-           for _ in range(_CV_SAMPLES)]
+    sd_b = np.sqrt(s_b)
     shape = (len(temperatures), int(known.sum()))
     losses, conf, correct = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool)
     P_all = np.zeros((len(temperatures),) + U0.shape)
-    for group in _groups(len(eps), data, V):
-        # the unary spread of each draw at T = 1 (a sparse product), scaled
-        # by sqrt(T) below
-        base = [np.asarray(X @ (sd_w * eps[k][0])) for k in group]
+    for group in _groups(_CV_SAMPLES, data, V):
+        # the spread of each draw at T = 1, scaled by sqrt(T) below
+        base = [(_unary_spread(X, s_w, rng), sd_b * rng.standard_normal((V, V)))
+                for _ in group]
         for i, (temp, c) in enumerate(zip(temperatures, scales)):
             root = np.sqrt(temp)
-            noise = [(root * e_u, root * sd_b * eps[k][1]) for e_u, k in zip(base, group)]
+            noise = [(root * e_u, root * e_b) for e_u, e_b in base]
             U, lens, B = _batched(U0, B0, lengths, c, noise)
             P_all[i] += marginals_ragged(U, lens, B)[0].reshape(len(group),
                                                                 *U0.shape).sum(axis=0)
@@ -387,7 +440,7 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     Gauss-Newton curvature of the training folds) stands for the cold
     posterior at each temperature ``T`` of ``grid``, and the held-out
     fold's token marginals are averaged over 32 posterior draws. ``c_T``
-    (:func:`_mean_scale`, at least 1) is how far the mean of the
+    (:func:`_mean_scales`, at least 1) is how far the mean of the
     variational fit moves out along the mode under that spread: the mean
     of the mean-field fit maximises the *expected* log-likelihood under
     its spread, and noise flattens the marginals, so the mean grows with
@@ -476,7 +529,7 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
             crf.set_params(c2=0.5 / variance).fit(X_tr, y_tr)
             s_w, s_b = _laplace_variances(crf, train, variance)
             draws = np.random.default_rng(seed)
-            c = [_mean_scale(crf, s_w, s_b, train, T, variance, draws) for T in grid]
+            c = _mean_scales(crf, s_w, s_b, train, grid, variance, draws)
             scales[i] += c
             scores[i].append(_held_out_scores(crf, s_w, s_b, c, test, grid, draws))
     # (variance, temperature, token) arrays of the pooled held-out tokens

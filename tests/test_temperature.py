@@ -170,13 +170,14 @@ def _map(sigma2, n_sequences=80):
 
 
 def test_mean_scale_is_the_optimum_along_the_mode():
-    from skgpstruct._variance_cv import _mean_scale, _ray_objective
+    from skgpstruct._variance_cv import _mean_scale, _ray_objective, _spread_draws
 
     _, _, crf, data, (s_w, s_b) = _map(10.0)
+    draws = _spread_draws(crf, s_w, s_b, data, np.random.default_rng(0))
     scales = []
     for T in (1e-8, 0.1, 0.3, 1.0):
         c = _mean_scale(crf, s_w, s_b, data, T, 10.0, np.random.default_rng(0))
-        f = _ray_objective(crf, s_w, s_b, data, T, 10.0, np.random.default_rng(0))
+        f = _ray_objective(crf, data, draws, T, 10.0)
         # the derivative against central differences, at c and at 1.5
         for at in (c, 1.5):
             h = 1e-5
@@ -193,6 +194,26 @@ def test_mean_scale_is_the_optimum_along_the_mode():
     assert abs(scales[0] - 1.0) < 1e-3
     # the mean moves out as the spread grows
     assert np.all(np.diff(scales) > 0.02), scales
+
+
+def test_mean_scales_bracketed_from_colder_match_each_alone():
+    # the roots solved from the coldest temperature up, each bracketed from
+    # the one below, are the roots solved alone on [1, 20] with the same
+    # draws (to the 1e-3 of the search); c_T grows with T
+    from scipy.optimize import brentq
+
+    from skgpstruct._variance_cv import _mean_scales, _ray_objective, _spread_draws
+
+    _, _, crf, data, (s_w, s_b) = _map(10.0)
+    grid = (1.0, 0.5, 0.25, 0.1, 0.05, 0.025, 0.01)
+    scales = _mean_scales(crf, s_w, s_b, data, grid, 10.0, np.random.default_rng(3))
+    draws = _spread_draws(crf, s_w, s_b, data, np.random.default_rng(3))
+    for T, c in zip(grid, scales):
+        f = _ray_objective(crf, data, draws, T, 10.0)
+        alone = brentq(lambda x: f(x)[1], 1.0, 20.0, xtol=1e-6)
+        assert abs(c - alone) < 2e-3, (T, c, alone)
+    assert np.all(np.diff(scales) < 0), scales  # grid from 1 down
+    assert scales[0] > 1.3 and scales[-1] < 1.05, scales
 
 
 @pytest.mark.parametrize("sigma2, T", [(10.0, 1.0), (3.0, 0.3)])
