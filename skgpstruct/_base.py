@@ -8,7 +8,8 @@
   minibatch optimisers (Adam, SGD, SAGA) on a flat parameter vector.
 - :class:`SequenceTaggerMixin` holds the common parameter constraints, the
   shared start of ``fit`` (validation, label encoding, warm-start check,
-  device, cross-parameter checks), ``score`` and the sklearn tags.
+  device, cross-parameter checks) and the sklearn tags; the prediction
+  methods come from :class:`~skgpstruct._predict.PredictMixin`.
 """
 
 import time
@@ -18,15 +19,12 @@ import numpy as np
 from joblib import Parallel
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
 
-from ._decoders import decode
 from ._device import resolve_device
 from ._logging import current_fit, fit_logging, iteration_level, logger, progress_bar
 from ._sequences import SequenceData
-from .chain.backend import get_backend
-from .metrics import flat_accuracy_score
 from ._owlqn import minimize_owlqn
+from ._predict import PredictMixin, entropy, renormalize_rows
 from .optim import FitInterrupted, minimize_lbfgs, warn_interrupted, warn_max_iter
 
 __all__ = ["ConvergenceMonitor", "SequenceTaggerMixin", "entropy", "fit_epochs", "fit_lbfgs",
@@ -34,32 +32,6 @@ __all__ = ["ConvergenceMonitor", "SequenceTaggerMixin", "entropy", "fit_epochs",
 
 # Largest per-sequence seed (the estimators draw seeds in [0, SEED_MAX)).
 SEED_MAX = np.iinfo(np.int32).max
-
-
-def entropy(p):
-    """Entropy (nats) of distributions over the last axis; ``0 log 0 = 0``."""
-    return -np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1)
-
-
-def renormalize_rows(unary):
-    """Divide marginals by their sums over the last axis, in place.
-
-    ``exp(fwd + bwd - log Z)`` drifts from 1 along long chains (about 2e-9
-    at 10,000 tokens) by a factor common to a position's labels; dividing by
-    the row sum removes it. Rows of zeros (every path forbidden) stay zero.
-
-    Parameters
-    ----------
-    unary : ndarray of shape (..., n_labels)
-
-    Returns
-    -------
-    unary : ndarray
-        The same array.
-    """
-    total = unary.sum(axis=-1, keepdims=True)
-    np.divide(unary, total, out=unary, where=total > 0)
-    return unary
 
 
 class ConvergenceMonitor:
@@ -382,7 +354,7 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
     return x
 
 
-class SequenceTaggerMixin:
+class SequenceTaggerMixin(PredictMixin):
     """Mixin for estimators that label lists of sequences.
 
     Subclasses define ``predict``, ``_fit(data, warm, resolved)``, the name
@@ -391,9 +363,12 @@ class SequenceTaggerMixin:
     ``tol``, ``n_jobs``, ``device``, ``random_state``, ``verbose``,
     ``warm_start``). ``fit`` runs :meth:`_fit_setup` (which calls the
     subclass's :meth:`_check_params`, the cross-parameter checks) and then
-    ``_fit``. The mixin adds ``predict_single``, ``score``
-    (flat token accuracy, as sklearn-crfsuite) and the sklearn tags of an
-    estimator whose ``X`` is a list of 2-D sequences. Put it left of
+    ``_fit``. The mixin adds the prediction methods of
+    :class:`~skgpstruct._predict.PredictMixin` (``predict``,
+    ``predict_marginals``, ``predict_path_proba``, ``predict_uncertainty``,
+    ``predict_single``, ``score``: flat token accuracy, as sklearn-crfsuite)
+    and the sklearn tags of an estimator whose ``X`` is a list of 2-D
+    sequences. Put it left of
     ``BaseEstimator`` in the bases.
     """
 
@@ -531,180 +506,6 @@ class SequenceTaggerMixin:
         return monitor
 
     # --------------------------------------------------------------- predict
-    def _check_X(self, X):
-        check_is_fitted(self, self._fitted_attribute)
-        return SequenceData.from_sequences(X, n_features=self.n_features_in_)
-
-    def _decoder(self):
-        """Name of the :data:`~skgpstruct._decoders.DECODERS` entry ``predict`` uses."""
-        raise NotImplementedError
-
-    def _predict_backend(self):
-        """The chain backend of prediction: the GPU if ``fit`` ran on it and
-        it is still usable, else the CPU."""
-        return get_backend("auto" if getattr(self, "device_", "cpu") == "cuda" else "cpu")
-
-    def predict(self, X):
-        """Label sequences with the tagger's decoder.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
-
-        Returns
-        -------
-        y_pred : list of ndarray of shape (T_n,)
-            Predicted labels (values of ``classes_``).
-        """
-        data = self._check_X(X)
-        paths = decode(self._decoder(), self, data, self._predict_backend())
-        return [self.classes_[p] for p in paths]
-
-    def predict_marginals(self, X, *, output="array"):
-        """Per-token label marginals ``p(y_t = j | x)``.
-
-        :class:`~skgpstruct.GPStructTagger` averages forward-backward
-        marginals over ``n_predict_samples`` posterior samples of the
-        potentials (per mixture component, weighted by ``weights_``);
-        :class:`~skgpstruct.RandomizedCRFTagger` runs exact
-        forward-backward, or with ``beam_size`` that of the chain restricted
-        to the ``beam_size`` best unary states per position (zero
-        elsewhere).
-
-        Parameters
-        ----------
-        X : list of (T_n, n_features) array-likes or sparse matrices
-            The sequences, as for :meth:`predict`.
-        output : {"array", "dict"}, default="array"
-            ``"dict"``: sklearn-crfsuite's format, one ``{label: p}`` dict
-            per token (labels as in ``classes_``, as Python scalars).
-
-        Returns
-        -------
-        marginals : list of ndarray of shape (T_n, n_classes), or list of list of dict
-            Columns ordered as ``classes_``; rows sum to 1.
-
-        Examples
-        --------
-        >>> from skgpstruct import RandomizedCRFTagger
-        >>> from skgpstruct.datasets import make_chain_data
-        >>> X, y = make_chain_data(n_sequences=5, n_classes=2, random_state=0)[:2]
-        >>> crf = RandomizedCRFTagger(n_top=None, random_state=0).fit(X, y)
-        >>> sorted(crf.predict_marginals(X[:1], output="dict")[0][0])
-        [0, 1]
-        """
-        if output not in ("array", "dict"):
-            raise ValueError(f"output must be 'array' or 'dict', got {output!r}.")
-        marginals = self._token_marginals(self._check_X(X))
-        if output == "array":
-            return marginals
-        labels = self.classes_.tolist()
-        return [[dict(zip(labels, row.tolist())) for row in m] for m in marginals]
-
-    def predict_proba(self, X):
-        """Per-token label marginals, the same as :meth:`predict_marginals`.
-
-        The sklearn name, so that a :class:`~sklearn.pipeline.Pipeline`
-        ending in a tagger, and ``cross_val_predict(method="predict_proba")``,
-        reach the marginals.
-
-        Parameters
-        ----------
-        X : list of (T_n, n_features) array-likes or sparse matrices
-            The sequences, as for :meth:`predict`.
-
-        Returns
-        -------
-        marginals : list of ndarray of shape (T_n, n_classes)
-            Columns ordered as ``classes_``; rows sum to 1.
-        """
-        return self.predict_marginals(X)
-
-    _UNCERTAINTY_KINDS = ("entropy",)
-
-    def predict_uncertainty(self, X, kind="entropy", *, per="token"):
-        """How unsure the tagger is, per token or per sequence.
-
-        - ``"entropy"`` (both taggers): entropy in nats of each token's
-          marginal distribution (:meth:`predict_marginals`): the total
-          uncertainty, 0 when one label has probability 1, ``log
-          n_classes`` at most.
-        - ``"mutual_information"`` (GPStructTagger): the entropy of the
-          averaged marginals minus the average entropy of the marginals of
-          each posterior draw of the potentials (the BALD score): the part
-          of the uncertainty that comes from not knowing the model
-          (epistemic), which more training data would remove; 0 when all
-          posterior draws agree.
-        - ``"marginal_std"`` (GPStructTagger): the standard deviation over
-          posterior draws of each label's marginal, shape (T_n, n_classes)
-          per sequence.
-
-        Parameters
-        ----------
-        X : list of (T_n, n_features) array-likes or sparse matrices
-            The sequences, as for :meth:`predict`.
-        kind : str, default="entropy"
-            One of the kinds above that the tagger offers.
-        per : {"token", "sequence"}, default="token"
-            Per token, or the sum over each sequence's tokens (for
-            ``"entropy"`` an upper bound on the entropy of the label
-            sequence; not for ``"marginal_std"``).
-
-        Returns
-        -------
-        uncertainty : list of ndarray of shape (T_n,) or (T_n, n_classes), or ndarray of shape (n_sequences,)
-            Per token (a list with one array per sequence), or per sequence.
-        """
-        if kind not in self._UNCERTAINTY_KINDS:
-            raise ValueError(
-                f"kind must be one of {self._UNCERTAINTY_KINDS} for "
-                f"{type(self).__name__}, got {kind!r}."
-            )
-        if per not in ("token", "sequence"):
-            raise ValueError(f"per must be 'token' or 'sequence', got {per!r}.")
-        if per == "sequence" and kind == "marginal_std":
-            raise ValueError("kind='marginal_std' is per token (and label) only.")
-        values = self._token_uncertainty(self._check_X(X), kind)
-        if per == "sequence":
-            return np.array([float(v.sum()) for v in values])
-        return values
-
-    def _token_uncertainty(self, data, kind):
-        """Token entropies of the marginals (the kinds every tagger has)."""
-        return [entropy(p) for p in self._token_marginals(data)]
-
-    def predict_single(self, x):
-        """Predict the labels of one sequence.
-
-        Parameters
-        ----------
-        x : array-like or sparse matrix of shape (T, n_features)
-            Token features of the sequence.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (T,)
-        """
-        return self.predict([x])[0]
-
-    def score(self, X, y):
-        """Token accuracy of ``predict(X)`` against ``y``.
-
-        Parameters
-        ----------
-        X : list of (T_n, n_features) array-likes or sparse matrices
-            The sequences to label, as for :meth:`predict`.
-        y : list of (T_n,) array-likes
-            Their true labels.
-
-        Returns
-        -------
-        score : float
-            Fraction of tokens labelled correctly.
-        """
-        return flat_accuracy_score(y, self.predict(X))
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = False

@@ -9,12 +9,13 @@ sequence's unary potentials) and the same sampler as training.
 
 import numpy as np
 from joblib import delayed
+from scipy.special import logsumexp
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import chain
-from ._base import entropy, renormalize_rows
+from ._predict import entropy, path_scores, renormalize_rows
 from ._sequences import SequenceData, encode_labels, sequence_seeds
 from .gp._weight_space_long import WeightSpaceCovariance
 from .gp.ell import expected_log_likelihood
@@ -50,35 +51,72 @@ class GPPredictMixin:
         """Per-sequence seeds of the posterior draws (see ``predict_seed_``)."""
         return sequence_seeds(data, self.predict_seed_)
 
-    def _sample_marginals(self, b_n, Sigma_n, seed, stats=False):
-        """Marginals of one sequence averaged over posterior samples
-        (drawn as in training: :func:`~skgpstruct.gp.sampling.draw_normals`
-        from the sequence's seed, :func:`~skgpstruct.gp.sampling.sample_potentials`).
+    def _draw_potentials(self, b_n, Sigma_n, seed):
+        """``F, B, factored``: the ``n_predict_samples`` posterior draws of
+        one sequence's unary potentials ``F[0, k]`` (S, T, V) and
+        transitions ``B[0, k]`` (S, V, V) per mixture component ``k``, drawn
+        as in training (:func:`~skgpstruct.gp.sampling.draw_normals` from
+        the sequence's seed, :func:`~skgpstruct.gp.sampling.sample_potentials`).
         ``Sigma_n`` is the sequence's entry of
         :func:`~skgpstruct.gp.terms.sequence_marginals`: (K, V, T, T)
         mean-field blocks, or the (K, V T, V T) joint covariance of the
         coupled posterior (sampled as one block, label-major, as in
-        training), or a weight-space factorisation of a long sequence.
-        With ``stats`` also the mean over draws of the token entropies (T,)
-        and the standard deviation over draws of each marginal (T, V)."""
+        training), or a weight-space factorisation of a long sequence
+        (``factored``: sampled in weight space)."""
         K, T, V = b_n.shape
-        factored = isinstance(Sigma_n, WeightSpaceCovariance)
-        if factored:  # a long sequence, sampled in weight space
+        if isinstance(Sigma_n, WeightSpaceCovariance):
             F, B = Sigma_n.sample_potentials(b_n, self.transition_mean_,
                                              self.transition_var_,
                                              self.n_predict_samples, seed)
-        else:
-            eps, eps_bin = draw_normals([T], K, V, self.n_predict_samples, [seed])
-            # (K, V, T, T): mean-field blocks; (K, V T, V T): the coupled
-            # joint covariance, one label-major block (nb = 1)
-            C = jittered_cholesky(
-                Sigma_n, 0.0,
-                f"A marginal covariance Sigma_n of a sequence of length {T}")[0]
-            if C.ndim == 3:
-                C = C[:, None]
-            F, B = sample_potentials(b_n[None], C[None], eps[0][None],
-                                     self.transition_mean_, self.transition_var_,
-                                     eps_bin[0][None])
+            return F, B, True
+        eps, eps_bin = draw_normals([T], K, V, self.n_predict_samples, [seed])
+        # (K, V, T, T): mean-field blocks; (K, V T, V T): the coupled
+        # joint covariance, one label-major block (nb = 1)
+        C = jittered_cholesky(
+            Sigma_n, 0.0,
+            f"A marginal covariance Sigma_n of a sequence of length {T}")[0]
+        if C.ndim == 3:
+            C = C[:, None]
+        F, B = sample_potentials(b_n[None], C[None], eps[0][None],
+                                 self.transition_mean_, self.transition_var_,
+                                 eps_bin[0][None])
+        return F, B, False
+
+    def _sample_path_log_proba(self, b_n, Sigma_n, seed, path):
+        """``log p(path | x)`` of one sequence: ``p(path | f)`` averaged
+        over the draws of :meth:`_draw_potentials` (those of
+        :meth:`_sample_marginals`), per component weighted by ``weights_``."""
+        F, B, _ = self._draw_potentials(b_n, Sigma_n, seed)
+        terms = []
+        for k in range(b_n.shape[0]):
+            log_z = chain.log_partition(F[0, k], B[0, k])
+            with np.errstate(invalid="ignore"):  # -inf - -inf: no path at all
+                log_p = np.where(np.isfinite(log_z),
+                                 path_scores(F[0, k], B[0, k], path) - log_z, -np.inf)
+            terms.append(np.log(self.weights_[k]) + log_p - np.log(log_p.size))
+        return min(float(logsumexp(np.concatenate(terms))), 0.0)
+
+    def _path_log_proba(self, data, paths):
+        """The posterior predictive ``log p(path | x)`` of each sequence
+        (see ``predict_path_proba``)."""
+        b, Sigma = self._sequence_moments(data)
+        seeds = self._seeds(data)
+        offsets = data.offsets
+        with threadpool_limits(1), self._parallel() as parallel:
+            out = parallel(
+                delayed(self._sample_path_log_proba)(
+                    b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i], paths[i]
+                )
+                for i in range(data.n_sequences)
+            )
+        return np.array(out, dtype=np.float64)
+
+    def _sample_marginals(self, b_n, Sigma_n, seed, stats=False):
+        """Marginals of one sequence averaged over the posterior draws of
+        :meth:`_draw_potentials`. With ``stats`` also the mean over draws of the token entropies (T,)
+        and the standard deviation over draws of each marginal (T, V)."""
+        K, T, V = b_n.shape
+        F, B, factored = self._draw_potentials(b_n, Sigma_n, seed)
         out, second, mean_entropy = np.zeros((T, V)), np.zeros((T, V)), np.zeros(T)
         for k in range(K):
             unary, _ = chain.marginals(F[0, k], B[0, k])

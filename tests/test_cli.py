@@ -15,6 +15,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 import skgpstruct
 from skgpstruct._cli import chunk_scores, conlleval_chunks, load_model
+from skgpstruct._cli._tag import read_tag_input
 from skgpstruct.chain import log_partition
 from skgpstruct.cli import demo, main
 
@@ -296,6 +297,17 @@ def test_gp_tagger_train_and_nbest(files, capsys, tmp_path):
     assert status == 0
     blocks = parse_blocks(out)
     assert len(blocks) == 6 and all(len(r) == 4 + 3 for _, rows in blocks for r in rows)
+    # -v1: the posterior predictive probability of the printed path (that
+    # of predict_path_proba, averaged over the posterior draws)
+    status, out, _ = run(["tag", "-m", str(tmp_path / "g.skg"), "-v1",
+                          str(files / "train.data")], capsys)
+    assert status == 0
+    pipe = model["pipeline"]
+    _, X = read_tag_input(files / "train.data", model)[:2]
+    Xf = pipe[:-1].transform(X)
+    expected = pipe[-1].predict_path_proba(Xf)
+    heads = [float(h[0]) for h, _ in parse_blocks(out)]
+    assert_allclose(heads, expected, rtol=1e-5)
 
 
 CONLLU = """\

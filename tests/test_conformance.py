@@ -457,7 +457,8 @@ _LONG_GP_REASON = (
 def test_one_long_sequence(name, length):
     """Fit on one long sequence (and a few short ones) and predict it:
     finite marginals that sum to 1 at every token (no underflow along the
-    chain), labels within ``classes_``, better than chance."""
+    chain), labels within ``classes_``, better than chance, a finite log
+    probability of the predicted path."""
     X, y = make_chain_data(n_sequences=1, n_classes=3, n_features=3,
                            length=(length, length), random_state=0)
     X_short, y_short = make_chain_data(n_sequences=4, n_classes=3, n_features=3,
@@ -469,6 +470,10 @@ def test_one_long_sequence(name, length):
     assert marg.shape == (length, 3) and np.all(np.isfinite(marg))
     np.testing.assert_allclose(marg.sum(axis=1), 1.0, rtol=1e-10)
     assert est.score(X, y) > 0.5
+    # the log probability of the whole predicted path: finite (a path of
+    # thousands of tokens has a probability that underflows, not its log)
+    (log_p,) = est.predict_path_proba(X, log=True)
+    assert np.isfinite(log_p) and log_p <= 0.0
 
 
 # --------------------------------------------------------- inputs untouched

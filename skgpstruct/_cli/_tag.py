@@ -9,14 +9,15 @@ appends ``<label>/<marginal>`` for every label of ``classes_``. With
 line (``k`` from 0), as CRF++'s ``crf_test -n`` does. Probabilities are
 printed as C++ streams print a double (``%g``: 6 significant digits).
 
-The path probabilities and the N best paths come from the tagger's point
-potentials through its private hooks ``_check_X`` and
-``_decode_potentials`` (:mod:`skgpstruct._decoders`): the CRF's potentials,
-or the posterior-mean potentials of a :class:`~skgpstruct.GPStructTagger`;
-the marginals from ``predict_marginals``. For the CRF all of them describe
-one distribution; for the GP tagger, whose prediction and marginals
-average posterior samples, the path probabilities are those of the
-posterior-mean CRF.
+The path probabilities are the tagger's ``predict_path_proba`` (for a
+:class:`~skgpstruct.GPStructTagger` the posterior predictive probability,
+averaged over the same posterior draws as its marginals), the marginals
+``predict_marginals``: for either tagger they describe one distribution
+(summing the probabilities of the paths with a label at a token gives its
+marginal). The N best paths are searched under the tagger's point
+potentials (private hooks ``_check_X`` and ``_decode_potentials``,
+:mod:`skgpstruct._decoders`: the CRF's, or the GP tagger's posterior-mean
+potentials), then scored by ``predict_path_proba``.
 """
 
 import sys
@@ -112,11 +113,13 @@ def predict_paths(model, X_columns, verbose=0, nbest=0):
     X_columns : list of list of tuple of str
         The input columns of each sentence.
     verbose : {0, 1, 2}, default=0
-        From 1 on, the probability of each path and the marginals.
+        From 1 on, the probability of each path (the tagger's
+        ``predict_path_proba``: for GPStructTagger averaged over its
+        posterior draws) and the marginals.
     nbest : int, default=0
         If positive, the ``nbest`` best paths of each sentence under the
         tagger's point potentials (:func:`skgpstruct.chain.nbest.nbest_viterbi`)
-        instead of the tagger's prediction.
+        instead of the tagger's prediction, each with its probability.
 
     Returns
     -------
@@ -128,35 +131,37 @@ def predict_paths(model, X_columns, verbose=0, nbest=0):
     classes : ndarray
         The labels.
     """
-    from ..chain import log_partition
     from ..chain.nbest import nbest_viterbi
 
     pipe = model["pipeline"]
     tagger = pipe[-1]
     classes = np.asarray(tagger.classes_)
-    index = {c: k for k, c in enumerate(classes.tolist())}
     with_probs = verbose >= 1 or nbest > 0
+    if with_probs and not hasattr(tagger, "predict_path_proba"):
+        raise CLIError(
+            f"{type(tagger).__name__} gives no path probabilities: -v1, -v2 and -n "
+            "need a skgpstruct tagger."
+        )
     with relay_warnings("tag"):
         Xf = pipe[:-1].transform(X_columns)
-        predicted = None if nbest else tagger.predict(Xf)
         marginals = tagger.predict_marginals(Xf) if verbose >= 1 else None
-        unaries, B = _potentials(tagger, Xf) if with_probs else (None, None)
-    results = []
-    for k in range(len(X_columns)):
-        res = {"marginals": None if marginals is None else marginals[k], "probs": None}
         if nbest:
-            paths, scores = nbest_viterbi(unaries[k], B, nbest)
-            res["paths"] = list(paths)
+            unaries, B = _potentials(tagger, Xf)
+            paths = [list(nbest_viterbi(u, B, nbest)[0]) for u in unaries]
         else:
-            p = np.array([index[c] for c in predicted[k].tolist()], dtype=np.int64)
-            res["paths"] = [p]
-            if with_probs:
-                u = unaries[k]
-                scores = np.array([u[np.arange(len(p)), p].sum() + B[p[:-1], p[1:]].sum()])
-        if with_probs:
-            res["probs"] = np.exp(scores - log_partition(unaries[k], B)).tolist()
-        results.append(res)
-    return results, classes
+            index = {c: k for k, c in enumerate(classes.tolist())}
+            paths = [[np.array([index[c] for c in p.tolist()], dtype=np.int64)]
+                     for p in tagger.predict(Xf)]
+        probs = None
+        if with_probs:  # one batch of (sentence, path) pairs
+            rows = [k for k, ps in enumerate(paths) for _ in ps]
+            flat = tagger.predict_path_proba([Xf[k] for k in rows],
+                                             [classes[p] for ps in paths for p in ps])
+            probs = np.split(flat, np.cumsum([len(ps) for ps in paths])[:-1])
+    return [{"paths": paths[k],
+             "probs": None if probs is None else probs[k].tolist(),
+             "marginals": None if marginals is None else marginals[k]}
+            for k in range(len(X_columns))], classes
 
 
 def _write_path(out, printed, path, classes, marginals, verbose):

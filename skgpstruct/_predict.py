@@ -1,0 +1,329 @@
+"""What the sequence taggers share at prediction time.
+
+:class:`PredictMixin` holds ``predict``, ``predict_marginals`` (and its
+sklearn name ``predict_proba``), ``predict_path_proba``,
+``predict_uncertainty``, ``predict_single`` and ``score``, on top of the
+hooks each tagger defines: ``_decoder()`` (a :data:`~skgpstruct._decoders.DECODERS`
+name), ``_decode_potentials(data)`` (point potentials),
+``_token_marginals(data)`` and, where the tagger's path probability is not
+the one of its point potentials (GPStructTagger), ``_path_log_proba(data,
+paths)``. :func:`entropy` and :func:`renormalize_rows` are the helpers both
+taggers use on marginals.
+"""
+
+import numpy as np
+from sklearn.utils.validation import check_is_fitted
+
+from ._decoders import decode
+from ._sequences import SequenceData
+from .chain import log_partition
+from .chain.backend import get_backend
+from .metrics import flat_accuracy_score
+
+__all__ = ["PredictMixin", "entropy", "path_scores", "renormalize_rows"]
+
+
+def entropy(p):
+    """Entropy (nats) of distributions over the last axis; ``0 log 0 = 0``."""
+    return -np.sum(p * np.log(np.where(p > 0, p, 1.0)), axis=-1)
+
+
+def renormalize_rows(unary):
+    """Divide marginals by their sums over the last axis, in place.
+
+    ``exp(fwd + bwd - log Z)`` drifts from 1 along long chains (about 2e-9
+    at 10,000 tokens) by a factor common to a position's labels; dividing by
+    the row sum removes it. Rows of zeros (every path forbidden) stay zero.
+
+    Parameters
+    ----------
+    unary : ndarray of shape (..., n_labels)
+
+    Returns
+    -------
+    unary : ndarray
+        The same array.
+    """
+    total = unary.sum(axis=-1, keepdims=True)
+    np.divide(unary, total, out=unary, where=total > 0)
+    return unary
+
+
+def path_scores(U, B, path):
+    """Scores ``sum_t U[..., t, y_t] + sum_t B[..., y_t, y_t+1]`` of the label
+    path ``path`` (T,) under potentials ``U`` (..., T, V) and ``B`` (..., V,
+    V) (leading axes: draws)."""
+    T = len(path)
+    unary = U[..., np.arange(T), path].sum(axis=-1)
+    return unary + B[..., path[:-1], path[1:]].sum(axis=-1)
+
+
+class PredictMixin:
+    """Prediction methods of the sequence taggers (module docstring)."""
+
+    def _check_X(self, X):
+        check_is_fitted(self, self._fitted_attribute)
+        return SequenceData.from_sequences(X, n_features=self.n_features_in_)
+
+    def _decoder(self):
+        """Name of the :data:`~skgpstruct._decoders.DECODERS` entry ``predict`` uses."""
+        raise NotImplementedError
+
+    def _predict_backend(self):
+        """The chain backend of prediction: the GPU if ``fit`` ran on it and
+        it is still usable, else the CPU."""
+        return get_backend("auto" if getattr(self, "device_", "cpu") == "cuda" else "cpu")
+
+    def predict(self, X):
+        """Label sequences with the tagger's decoder.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+
+        Returns
+        -------
+        y_pred : list of ndarray of shape (T_n,)
+            Predicted labels (values of ``classes_``).
+        """
+        data = self._check_X(X)
+        paths = decode(self._decoder(), self, data, self._predict_backend())
+        return [self.classes_[p] for p in paths]
+
+    def predict_marginals(self, X, *, output="array"):
+        """Per-token label marginals ``p(y_t = j | x)``.
+
+        :class:`~skgpstruct.GPStructTagger` averages forward-backward
+        marginals over ``n_predict_samples`` posterior samples of the
+        potentials (per mixture component, weighted by ``weights_``);
+        :class:`~skgpstruct.RandomizedCRFTagger` runs exact
+        forward-backward, or with ``beam_size`` that of the chain restricted
+        to the ``beam_size`` best unary states per position (zero
+        elsewhere).
+
+        Parameters
+        ----------
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The sequences, as for :meth:`predict`.
+        output : {"array", "dict"}, default="array"
+            ``"dict"``: sklearn-crfsuite's format, one ``{label: p}`` dict
+            per token (labels as in ``classes_``, as Python scalars).
+
+        Returns
+        -------
+        marginals : list of ndarray of shape (T_n, n_classes), or list of list of dict
+            Columns ordered as ``classes_``; rows sum to 1.
+
+        Examples
+        --------
+        >>> from skgpstruct import RandomizedCRFTagger
+        >>> from skgpstruct.datasets import make_chain_data
+        >>> X, y = make_chain_data(n_sequences=5, n_classes=2, random_state=0)[:2]
+        >>> crf = RandomizedCRFTagger(n_top=None, random_state=0).fit(X, y)
+        >>> sorted(crf.predict_marginals(X[:1], output="dict")[0][0])
+        [0, 1]
+        """
+        if output not in ("array", "dict"):
+            raise ValueError(f"output must be 'array' or 'dict', got {output!r}.")
+        marginals = self._token_marginals(self._check_X(X))
+        if output == "array":
+            return marginals
+        labels = self.classes_.tolist()
+        return [[dict(zip(labels, row.tolist())) for row in m] for m in marginals]
+
+    def predict_proba(self, X):
+        """Per-token label marginals, the same as :meth:`predict_marginals`.
+
+        The sklearn name, so that a :class:`~sklearn.pipeline.Pipeline`
+        ending in a tagger, and ``cross_val_predict(method="predict_proba")``,
+        reach the marginals.
+
+        Parameters
+        ----------
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The sequences, as for :meth:`predict`.
+
+        Returns
+        -------
+        marginals : list of ndarray of shape (T_n, n_classes)
+            Columns ordered as ``classes_``; rows sum to 1.
+        """
+        return self.predict_marginals(X)
+
+    def predict_path_proba(self, X, y=None, *, log=False):
+        """Probability of a whole label path of each sequence, ``p(y_1, ...,
+        y_T | x)``.
+
+        :class:`~skgpstruct.RandomizedCRFTagger`: ``exp(score(y) - log Z)``
+        under its potentials, by exact forward (also with ``n_top`` or
+        ``beam_size``, which only speed up training and decoding).
+        :class:`~skgpstruct.GPStructTagger`: the posterior predictive
+        probability, ``p(y | f)`` averaged over the same
+        ``n_predict_samples`` posterior draws of the potentials (per mixture
+        component, weighted by ``weights_``) as :meth:`predict_marginals`,
+        so that summing it over the paths with ``y_t = j`` gives that
+        method's ``p(y_t = j | x)``. It is the probability crf_test prints
+        with ``-v1`` (``skgpstruct tag -v1``); unlike the product of the
+        token marginals (``metrics.sequence_log_loss``) it is the
+        probability of the path itself.
+
+        Parameters
+        ----------
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The sequences, as for :meth:`predict`.
+        y : list of (T_n,) array-likes, default=None
+            The label paths to score (labels of ``classes_``); None scores
+            the paths :meth:`predict` returns.
+        log : bool, default=False
+            Return natural logarithms (a long path's probability underflows).
+
+        Returns
+        -------
+        proba : ndarray of shape (n_sequences,)
+            Probabilities (or their logarithms) in ``[0, 1]``.
+
+        Raises
+        ------
+        ValueError
+            If ``y`` has another number of sequences than ``X``, a sequence
+            of another length, or a label not in ``classes_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skgpstruct import RandomizedCRFTagger
+        >>> from skgpstruct.datasets import make_chain_data
+        >>> X, y = make_chain_data(n_sequences=20, n_classes=2, length=3,
+        ...                        random_state=0)[:2]
+        >>> crf = RandomizedCRFTagger(n_top=None, random_state=0).fit(X, y)
+        >>> paths = [np.array(p) for p in np.ndindex(2, 2, 2)]  # all 8 paths
+        >>> round(float(crf.predict_path_proba([X[0]] * 8, paths).sum()), 6)
+        1.0
+        """
+        data = self._check_X(X)
+        if y is None:
+            paths = decode(self._decoder(), self, data, self._predict_backend())
+        else:
+            paths = self._encode_paths(y, data)
+        out = self._path_log_proba(data, paths)
+        return out if log else np.exp(out)
+
+    def _encode_paths(self, y, data):
+        """Label paths ``y`` as indices into ``classes_``, checked against
+        ``data``."""
+        y = list(y)
+        if len(y) != data.n_sequences:
+            raise ValueError(
+                f"y has {len(y)} sequences but X has {data.n_sequences}.")
+        paths = []
+        for n, (labels, T) in enumerate(zip(y, data.lengths)):
+            labels = np.asarray(labels)
+            if labels.ndim != 1 or labels.shape[0] != T:
+                raise ValueError(
+                    f"Sequence {n}: y has shape {labels.shape} but X has {T} tokens.")
+            unknown = ~np.isin(labels, self.classes_)
+            if unknown.any():
+                raise ValueError(
+                    f"Sequence {n}: labels {sorted(set(labels[unknown].tolist()))} "
+                    "were not seen in fit.")
+            paths.append(np.searchsorted(self.classes_, labels).astype(np.int64))
+        return paths
+
+    def _path_log_proba(self, data, paths):
+        """``log p(path | x)`` of each sequence under the point potentials
+        (exact forward); ``-inf`` when the path or every path is forbidden."""
+        U, transitions = self._decode_potentials(data)
+        if isinstance(transitions, tuple):  # low rank (left, right)
+            transitions = transitions[0] @ transitions[1].T
+        B = np.asarray(transitions, dtype=np.float64)
+        out = np.empty(data.n_sequences)
+        for n, (u, path) in enumerate(zip(data.split(np.asarray(U, dtype=np.float64)),
+                                          paths)):
+            log_z = log_partition(u, B)
+            out[n] = path_scores(u, B, path) - log_z if np.isfinite(log_z) else -np.inf
+        return np.minimum(out, 0.0)  # rounding: a sure path is log 1 = 0
+
+    _UNCERTAINTY_KINDS = ("entropy",)
+
+    def predict_uncertainty(self, X, kind="entropy", *, per="token"):
+        """How unsure the tagger is, per token or per sequence.
+
+        - ``"entropy"`` (both taggers): entropy in nats of each token's
+          marginal distribution (:meth:`predict_marginals`): the total
+          uncertainty, 0 when one label has probability 1, ``log
+          n_classes`` at most.
+        - ``"mutual_information"`` (GPStructTagger): the entropy of the
+          averaged marginals minus the average entropy of the marginals of
+          each posterior draw of the potentials (the BALD score): the part
+          of the uncertainty that comes from not knowing the model
+          (epistemic), which more training data would remove; 0 when all
+          posterior draws agree.
+        - ``"marginal_std"`` (GPStructTagger): the standard deviation over
+          posterior draws of each label's marginal, shape (T_n, n_classes)
+          per sequence.
+
+        Parameters
+        ----------
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The sequences, as for :meth:`predict`.
+        kind : str, default="entropy"
+            One of the kinds above that the tagger offers.
+        per : {"token", "sequence"}, default="token"
+            Per token, or the sum over each sequence's tokens (for
+            ``"entropy"`` an upper bound on the entropy of the label
+            sequence; not for ``"marginal_std"``).
+
+        Returns
+        -------
+        uncertainty : list of ndarray of shape (T_n,) or (T_n, n_classes), or ndarray of shape (n_sequences,)
+            Per token (a list with one array per sequence), or per sequence.
+        """
+        if kind not in self._UNCERTAINTY_KINDS:
+            raise ValueError(
+                f"kind must be one of {self._UNCERTAINTY_KINDS} for "
+                f"{type(self).__name__}, got {kind!r}."
+            )
+        if per not in ("token", "sequence"):
+            raise ValueError(f"per must be 'token' or 'sequence', got {per!r}.")
+        if per == "sequence" and kind == "marginal_std":
+            raise ValueError("kind='marginal_std' is per token (and label) only.")
+        values = self._token_uncertainty(self._check_X(X), kind)
+        if per == "sequence":
+            return np.array([float(v.sum()) for v in values])
+        return values
+
+    def _token_uncertainty(self, data, kind):
+        """Token entropies of the marginals (the kinds every tagger has)."""
+        return [entropy(p) for p in self._token_marginals(data)]
+
+    def predict_single(self, x):
+        """Predict the labels of one sequence.
+
+        Parameters
+        ----------
+        x : array-like or sparse matrix of shape (T, n_features)
+            Token features of the sequence.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (T,)
+        """
+        return self.predict([x])[0]
+
+    def score(self, X, y):
+        """Token accuracy of ``predict(X)`` against ``y``.
+
+        Parameters
+        ----------
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The sequences to label, as for :meth:`predict`.
+        y : list of (T_n,) array-likes
+            Their true labels.
+
+        Returns
+        -------
+        score : float
+            Fraction of tokens labelled correctly.
+        """
+        return flat_accuracy_score(y, self.predict(X))
