@@ -99,22 +99,29 @@ class GPPredictMixin:
     def _path_log_proba(self, data, paths):
         """The posterior predictive ``log p(path | x)`` of each sequence
         (see ``predict_path_proba``)."""
+        return np.array(self._per_sequence(data, self._sample_path_log_proba, paths),
+                        dtype=np.float64)
+
+    def _per_sequence(self, data, func, *args):
+        """``func(b_n, Sigma_n, seed_n, *args_n)`` for every sequence of
+        ``data`` (its posterior moments and seed, the ``n``-th item of each
+        of ``args``), in parallel over the sequences."""
         b, Sigma = self._sequence_moments(data)
         seeds = self._seeds(data)
         offsets = data.offsets
+        # per-sequence work on small matrices: single-threaded BLAS is faster
         with threadpool_limits(1), self._parallel() as parallel:
-            out = parallel(
-                delayed(self._sample_path_log_proba)(
-                    b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i], paths[i]
-                )
+            return parallel(
+                delayed(func)(b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i],
+                              *(a[i] for a in args))
                 for i in range(data.n_sequences)
             )
-        return np.array(out, dtype=np.float64)
 
     def _sample_marginals(self, b_n, Sigma_n, seed, stats=False):
         """Marginals of one sequence averaged over the posterior draws of
-        :meth:`_draw_potentials`. With ``stats`` also the mean over draws of the token entropies (T,)
-        and the standard deviation over draws of each marginal (T, V)."""
+        :meth:`_draw_potentials`. With ``stats`` also the mean over draws of
+        the token entropies (T,) and the standard deviation over draws of
+        each marginal (T, V)."""
         K, T, V = b_n.shape
         F, B, factored = self._draw_potentials(b_n, Sigma_n, seed)
         out, second, mean_entropy = np.zeros((T, V)), np.zeros((T, V)), np.zeros(T)
@@ -135,18 +142,7 @@ class GPPredictMixin:
         """Sample-averaged marginals of every sequence of ``data`` (the
         ``"marginal"`` decoder and :meth:`predict_marginals`); with
         ``stats`` the tuples of :meth:`_sample_marginals`."""
-        b, Sigma = self._sequence_moments(data)
-        seeds = self._seeds(data)
-        offsets = data.offsets
-        # per-sequence work on small matrices: single-threaded BLAS is faster
-        with threadpool_limits(1), self._parallel() as parallel:
-            out = parallel(
-                delayed(self._sample_marginals)(
-                    b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i], stats
-                )
-                for i in range(data.n_sequences)
-            )
-        return out
+        return self._per_sequence(data, self._sample_marginals, [stats] * data.n_sequences)
 
     def _decoder(self):
         return self.decode
