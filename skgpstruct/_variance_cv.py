@@ -464,7 +464,7 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     decides, the thing a user of the marginals reads; within the noise of
     both, the Bayesian posterior (``T = 1``) is preferred over a colder
     one. On data drawn from the model the rule keeps ``T = 1``; on the
-    benchmark folds it picks ``T`` between 0.05 and 0.5. Choosing the
+    benchmark folds it picks ``T`` between 0.025 and 0.5. Choosing the
     variance with the temperature matters: the averaged marginals of a
     posterior are flatter than its mode's, so the variance whose mode
     validates best (a plain CRF's choice) is often too strong a prior for
