@@ -36,6 +36,8 @@ does (:func:`_mean_scales`); see its docstring. :func:`cv_temperature` is the
 same at one variance.
 """
 
+import copy
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.model_selection import KFold
@@ -427,6 +429,33 @@ def _calibration_error(conf, correct, n_bins=_CV_BINS):
     return float(np.sum(np.abs(conf_sum - acc_sum)) / conf.size), float(se)
 
 
+def _mode_path(train, variances):
+    """The posterior-mode CRFs of ``train`` at each of ``variances``
+    (ascending: strongest prior first), each fit warm-started from the one
+    before (copies: one CRF per variance)."""
+    from ._randomized_crf import RandomizedCRFTagger
+
+    crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True)
+    X_tr, y_tr = _sequences(train)
+    out = []
+    for variance in variances:
+        crf.set_params(c2=0.5 / variance).fit(X_tr, y_tr)
+        out.append(copy.deepcopy(crf))
+    return out
+
+
+def _posterior_scores(crf, fold, variance, grid, seed):
+    """``c_T`` of each temperature of ``grid`` on the training part of
+    ``fold`` and the held-out scores (:func:`_held_out_scores`) on its test
+    part, under the Laplace posterior of the mode ``crf``; the draws from
+    ``seed``."""
+    train, test = fold
+    s_w, s_b = _laplace_variances(crf, train, variance)
+    draws = np.random.default_rng(seed)
+    c = _mean_scales(crf, s_w, s_b, train, grid, variance, draws)
+    return c, _held_out_scores(crf, s_w, s_b, c, test, grid, draws)
+
+
 def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3,
                  random_state=0, n_jobs=None):
     """Prior variance and posterior temperature chosen jointly by K-fold
@@ -488,7 +517,8 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         Seeds the fold split (as :func:`cv_prior_variance`) and the draws
         (common to every candidate).
     n_jobs : int or None, default=None
-        Threads of each CRF fit.
+        Threads over the folds and the (fold, variance) pairs (the results
+        do not depend on it).
 
     Returns
     -------
@@ -512,26 +542,31 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         A ValueError: fewer than 2 sequences, or no fold with two labels in
         its training part.
     """
-    from ._randomized_crf import RandomizedCRFTagger
+    from joblib import Parallel, delayed
+    from threadpoolctl import threadpool_limits
 
     variances = np.sort(np.atleast_1d(np.asarray(variances, dtype=np.float64)))
     grid = np.sort(np.asarray(grid, dtype=np.float64))[::-1]
     rng = np.random.default_rng(random_state)
+    folds = list(_folds(data, n_folds, random_state, "temperature"))
+    # common draws for every variance of a fold (one seed a fold, in order)
+    seeds = [rng.integers(2 ** 32) for _ in folds]
+    # every (fold, variance) task is independent once its CRF is fitted, and
+    # seeded by its fold alone; single-threaded BLAS in each (its small
+    # products are no faster threaded, and threaded ones sum in another
+    # order): the same numbers whatever n_jobs is
+    with threadpool_limits(1), Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
+        crfs = parallel(delayed(_mode_path)(train, variances) for train, _ in folds)
+        tasks = [(f, i) for f in range(len(folds)) for i in range(variances.size)]
+        out = parallel(delayed(_posterior_scores)(crfs[f][i], folds[f], variances[i],
+                                                  grid, seeds[f])
+                       for f, i in tasks)
     scores = [[] for _ in variances]
     scales = np.zeros((variances.size, grid.size))
-    n_used = 0
-    for train, test in _folds(data, n_folds, random_state, "temperature"):
-        n_used += 1
-        seed = rng.integers(2 ** 32)  # common draws for every variance
-        crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True, n_jobs=n_jobs)
-        X_tr, y_tr = _sequences(train)
-        for i, variance in enumerate(variances):  # strongest prior first
-            crf.set_params(c2=0.5 / variance).fit(X_tr, y_tr)
-            s_w, s_b = _laplace_variances(crf, train, variance)
-            draws = np.random.default_rng(seed)
-            c = _mean_scales(crf, s_w, s_b, train, grid, variance, draws)
-            scales[i] += c
-            scores[i].append(_held_out_scores(crf, s_w, s_b, c, test, grid, draws))
+    for (f, i), (c, fold_scores) in zip(tasks, out):  # fold order
+        scales[i] += c
+        scores[i].append(fold_scores)
+    n_used = len(folds)
     # (variance, temperature, token) arrays of the pooled held-out tokens
     losses, conf, correct = (np.stack([np.concatenate([f[k] for f in parts], axis=1)
                                        for parts in scores]) for k in range(3))
@@ -572,7 +607,8 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
     random_state : int, default=0
         Seeds the fold split (as :func:`cv_prior_variance`) and the draws.
     n_jobs : int or None, default=None
-        Threads of each CRF fit.
+        Threads over the folds and the (fold, variance) pairs (the results
+        do not depend on it).
 
     Returns
     -------

@@ -233,3 +233,16 @@ def test_mean_scale_predicts_the_variational_mean(sigma2, T):
     assert c > 1.1
     assert abs(unary - c) < 0.1 * c and abs(transitions - c) < 0.1 * c, (c, unary,
                                                                           transitions)
+
+
+def test_cv_posterior_same_numbers_whatever_n_jobs():
+    # the (fold, variance) tasks run in threads: every table entry bit for bit
+    from skgpstruct._variance_cv import cv_posterior
+
+    X, y = _model_data(3.0, seed=2, n_sequences=60)
+    data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
+    one = cv_posterior(data, 4, [1.0, 3.0, 10.0], random_state=1)
+    two = cv_posterior(data, 4, [1.0, 3.0, 10.0], random_state=1, n_jobs=2)
+    assert one[:2] == two[:2]
+    for key in one[2]:
+        np.testing.assert_array_equal(one[2][key], two[2][key], err_msg=key)
