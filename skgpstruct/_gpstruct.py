@@ -224,7 +224,9 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         a warm ``T``. See ``benchmarks/results/calibration*.md``. Only
         ``T = 1`` in the inducing-point form.
     n_jobs : int or None, default=None
-        Threads over chunks of sequences. Results do not depend on it.
+        Threads over chunks of sequences, and over the folds and candidate
+        variances of the validation that chooses ``kernel_variance="cv"``
+        and ``temperature="auto"``. Results do not depend on it.
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where the forward-backward passes of training run. ``"cuda"`` runs
         those of the CRF likelihood on the GPU (numba.cuda, one launch per
