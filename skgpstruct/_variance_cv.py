@@ -255,26 +255,31 @@ def _groups(n_draws, data, n_labels):
     return [range(i, min(i + step, n_draws)) for i in range(0, n_draws, step)]
 
 
-def _spread_draws(crf, s_w, s_b, data, rng):
-    """:data:`_SCALE_SAMPLES` draws ``(e_u, e_b)`` of the spread ``(s_w,
-    s_b)`` at ``T = 1`` on ``data``: the unary potentials' ``X @ (sqrt(s_w)
-    * eps_w)`` (one draw of every weight, shared by the tokens that have
-    the feature) and the transitions' ``sqrt(s_b) * eps_b``. A temperature
-    scales them by ``sqrt(T)``: the draws are common to every temperature
-    (and, with the same ``rng`` state, every variance)."""
-    X = sp.csr_matrix(data.X_flat, dtype=np.float64)
-    return [(_unary_spread(X, s_w, rng),
-             np.sqrt(s_b) * rng.standard_normal(crf.transition_.shape))
-            for _ in range(_SCALE_SAMPLES)]
-
-
-def _unary_spread(X, s_w, rng):
-    """One draw of the unary potentials' spread on the tokens ``X``: ``X @
-    (sqrt(s_w) * eps)``, drawing ``eps`` only for the weights that have a
-    variance and a feature in ``X`` (the others add nothing)."""
+def _spread(X, s_w, s_b):
+    """A function ``draw(rng) -> (e_u, e_b)``: one draw of the spread
+    ``(s_w, s_b)`` at ``T = 1`` on the tokens ``X``, the unary potentials'
+    ``X @ (sqrt(s_w) * eps_w)`` (one draw of every weight, shared by the
+    tokens that have the feature; ``eps_w`` drawn only for the weights that
+    have a variance and a feature in ``X``, the others add nothing) and the
+    transitions' ``sqrt(s_b) * eps_b``."""
+    X = sp.csr_matrix(X, dtype=np.float64)
     cols = np.flatnonzero((np.diff(X.tocsc().indptr) > 0) & s_w.any(axis=1))
-    eps = rng.standard_normal((cols.size, s_w.shape[1]))
-    return np.asarray(X[:, cols] @ (np.sqrt(s_w[cols]) * eps))
+    X_cols, sd_w, sd_b = X[:, cols], np.sqrt(s_w[cols]), np.sqrt(s_b)
+
+    def draw(rng):
+        e_u = np.asarray(X_cols @ (sd_w * rng.standard_normal(sd_w.shape)))
+        return e_u, sd_b * rng.standard_normal(sd_b.shape)
+
+    return draw
+
+
+def _spread_draws(crf, s_w, s_b, data, rng):
+    """:data:`_SCALE_SAMPLES` draws of the spread on ``data``
+    (:func:`_spread`). A temperature scales them by ``sqrt(T)``: the draws
+    are common to every temperature (and, with the same ``rng`` state,
+    every variance)."""
+    draw = _spread(data.X_flat, s_w, s_b)
+    return [draw(rng) for _ in range(_SCALE_SAMPLES)]
 
 
 def _ray_objective(crf, data, draws, temperature, variance):
@@ -393,16 +398,15 @@ def _held_out_scores(crf, s_w, s_b, scales, data, temperatures, rng):
     col = {c: j for j, c in enumerate(crf.classes_)}
     known = np.array([v in col for v in data.y_flat])
     Y = np.array([col.get(v, 0) for v in data.y_flat])
-    X, lengths = sp.csr_matrix(data.X_flat, dtype=np.float64), data.lengths
+    lengths = data.lengths
     U0, B0 = crf._unary(data), crf.transition_
-    sd_b = np.sqrt(s_b)
+    draw = _spread(data.X_flat, s_w, s_b)
     shape = (len(temperatures), int(known.sum()))
     losses, conf, correct = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool)
     P_all = np.zeros((len(temperatures),) + U0.shape)
     for group in _groups(_CV_SAMPLES, data, V):
         # the spread of each draw at T = 1, scaled by sqrt(T) below
-        base = [(_unary_spread(X, s_w, rng), sd_b * rng.standard_normal((V, V)))
-                for _ in group]
+        base = [draw(rng) for _ in group]
         for i, (temp, c) in enumerate(zip(temperatures, scales)):
             root = np.sqrt(temp)
             noise = [(root * e_u, root * e_b) for e_u, e_b in base]
