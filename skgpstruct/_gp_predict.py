@@ -10,13 +10,12 @@ sequence's unary potentials) and the same sampler as training.
 import numpy as np
 from joblib import delayed
 from scipy.special import logsumexp
-from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import chain
 from ._predict import entropy, path_scores, renormalize_rows
-from ._sequences import SequenceData, encode_labels, sequence_seeds
+from ._sequences import SequenceData, sequence_seeds
 from .gp._weight_space_long import WeightSpaceCovariance
 from .gp.ell import expected_log_likelihood
 from .gp.kl import mixture_kl, transition_kl
@@ -185,8 +184,8 @@ class GPPredictMixin:
         elbo : float
         """
         check_is_fitted(self, "transition_mean_")
-        data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_)
-        data.y_flat = encode_labels(self._encoder(), data.y_flat)
+        data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_,
+                                           label_encoder=self._encoder())
         if self.approximation_ == "features":
             return self._feature_elbo(data, self._seeds(data))
         terms = self._terms(data)
@@ -203,7 +202,3 @@ class GPPredictMixin:
         )
         return float(np.sum(values) - kl)
 
-    def _encoder(self):
-        enc = LabelEncoder()
-        enc.classes_ = self.classes_
-        return enc

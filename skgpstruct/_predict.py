@@ -12,9 +12,10 @@ taggers use on marginals.
 """
 
 import numpy as np
+from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
-from ._decoders import decode
+from ._decoders import _dense, decode
 from ._sequences import SequenceData
 from .chain import log_partition
 from .chain.backend import get_backend
@@ -201,42 +202,28 @@ class PredictMixin:
         >>> round(float(crf.predict_path_proba([X[0]] * 8, paths).sum()), 6)
         1.0
         """
-        data = self._check_X(X)
         if y is None:
+            data = self._check_X(X)
             paths = decode(self._decoder(), self, data, self._predict_backend())
-        else:
-            paths = self._encode_paths(y, data)
+        else:  # validated with X, labels encoded (unknown ones raise)
+            check_is_fitted(self, self._fitted_attribute)
+            data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_,
+                                               label_encoder=self._encoder())
+            paths = data.split(data.y_flat)
         out = self._path_log_proba(data, paths)
         return out if log else np.exp(out)
 
-    def _encode_paths(self, y, data):
-        """Label paths ``y`` as indices into ``classes_``, checked against
-        ``data``."""
-        y = list(y)
-        if len(y) != data.n_sequences:
-            raise ValueError(
-                f"y has {len(y)} sequences but X has {data.n_sequences}.")
-        paths = []
-        for n, (labels, T) in enumerate(zip(y, data.lengths)):
-            labels = np.asarray(labels)
-            if labels.ndim != 1 or labels.shape[0] != T:
-                raise ValueError(
-                    f"Sequence {n}: y has shape {labels.shape} but X has {T} tokens.")
-            unknown = ~np.isin(labels, self.classes_)
-            if unknown.any():
-                raise ValueError(
-                    f"Sequence {n}: labels {sorted(set(labels[unknown].tolist()))} "
-                    "were not seen in fit.")
-            paths.append(np.searchsorted(self.classes_, labels).astype(np.int64))
-        return paths
+    def _encoder(self):
+        """A LabelEncoder of the fitted ``classes_``."""
+        enc = LabelEncoder()
+        enc.classes_ = self.classes_
+        return enc
 
     def _path_log_proba(self, data, paths):
         """``log p(path | x)`` of each sequence under the point potentials
         (exact forward); ``-inf`` when the path or every path is forbidden."""
         U, transitions = self._decode_potentials(data)
-        if isinstance(transitions, tuple):  # low rank (left, right)
-            transitions = transitions[0] @ transitions[1].T
-        B = np.asarray(transitions, dtype=np.float64)
+        B = np.asarray(_dense(transitions), dtype=np.float64)
         out = np.empty(data.n_sequences)
         for n, (u, path) in enumerate(zip(data.split(np.asarray(U, dtype=np.float64)),
                                           paths)):

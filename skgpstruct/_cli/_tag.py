@@ -24,6 +24,7 @@ import sys
 
 import numpy as np
 
+from .._decoders import _dense
 from ._common import CLIError, input_path, read_columns, read_input, relay_warnings
 from ._model import load_model
 
@@ -97,10 +98,7 @@ def _potentials(tagger, Xf):
         )
     data = tagger._check_X(Xf)
     U, transitions = tagger._decode_potentials(data)
-    if isinstance(transitions, tuple):  # low-rank (left, right)
-        left, right = transitions
-        transitions = left @ right.T
-    return data.split(np.asarray(U)), np.asarray(transitions, dtype=float)
+    return data.split(np.asarray(U)), np.asarray(_dense(transitions), dtype=float)
 
 
 def predict_paths(model, X_columns, verbose=0, nbest=0):
