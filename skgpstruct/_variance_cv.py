@@ -381,11 +381,6 @@ def _mean_scales(crf, s_w, s_b, data, temperatures, variance, rng):
     return [out[T] for T in temperatures]
 
 
-def _mean_scale(crf, s_w, s_b, data, temperature, variance, rng):
-    """``c_T`` at one temperature (:func:`_mean_scales`)."""
-    return _mean_scales(crf, s_w, s_b, data, [temperature], variance, rng)[0]
-
-
 def _held_out_scores(crf, s_w, s_b, scales, data, temperatures, rng):
     """Held-out negative log marginals of the true labels, confidences (the
     largest marginal) and whether the argmax is right (each one row per

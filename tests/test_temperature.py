@@ -170,13 +170,13 @@ def _map(sigma2, n_sequences=80):
 
 
 def test_mean_scale_is_the_optimum_along_the_mode():
-    from skgpstruct._variance_cv import _mean_scale, _ray_objective, _spread_draws
+    from skgpstruct._variance_cv import _mean_scales, _ray_objective, _spread_draws
 
     _, _, crf, data, (s_w, s_b) = _map(10.0)
     draws = _spread_draws(crf, s_w, s_b, data, np.random.default_rng(0))
     scales = []
     for T in (1e-8, 0.1, 0.3, 1.0):
-        c = _mean_scale(crf, s_w, s_b, data, T, 10.0, np.random.default_rng(0))
+        (c,) = _mean_scales(crf, s_w, s_b, data, [T], 10.0, np.random.default_rng(0))
         f = _ray_objective(crf, data, draws, T, 10.0)
         # the derivative against central differences, at c and at 1.5
         for at in (c, 1.5):
@@ -222,10 +222,10 @@ def test_mean_scale_predicts_the_variational_mean(sigma2, T):
     # ray, for the unary weights and the transitions alike (measured: 10 /
     # 1.0: c 1.647, fitted 1.744 and 1.647; 3 / 0.3: c 1.120, fitted 1.124
     # and 1.099); without c_T the Laplace stand-in is too flat
-    from skgpstruct._variance_cv import _mean_scale
+    from skgpstruct._variance_cv import _mean_scales
 
     X, y, crf, data, (s_w, s_b) = _map(sigma2)
-    c = _mean_scale(crf, s_w, s_b, data, T, sigma2, np.random.default_rng(0))
+    (c,) = _mean_scales(crf, s_w, s_b, data, [T], sigma2, np.random.default_rng(0))
     gp = GPStructTagger(kernel_variance=sigma2, temperature=T, random_state=0,
                         n_samples=32).fit(X, y)
     unary = np.linalg.norm(gp.coef_) / np.linalg.norm(crf.coef_)
