@@ -17,6 +17,32 @@ fold) and acquires ``--step`` (10) sentences per round up to ``--budget``
   ``predict_uncertainty(kind="mutual_information", per="sequence")``) of a
   GPStructTagger (default parameters) fitted on the labelled ones.
 
+Two more ways of spending the GP's mutual information on a batch, off by
+default (``--strategies``), each a published principle rather than a tuned
+one:
+
+* ``gp_mi_batch``: greedy batch selection with hallucinated labels (the
+  batch GP-UCB idea of Desautels, Krause and Burdick, JMLR 2014: the
+  posterior variance after a new observation does not depend on its label).
+  After each pick the weights' posterior variances of the picked sentence's
+  features are shrunk by the Gauss-Newton curvature its labels would add
+  (``x_tj^2 p_tv (1 - p_tv)``, the variance of the label indicator under
+  the marginals, divided by the temperature: ``coef_var_`` is the cold
+  posterior's), and the mutual information of the sentences sharing a
+  feature with it is computed again, so that a batch does not spend ten
+  sentences on one uncertain feature;
+* ``gp_mi_density``: information density (Settles and Craven, EMNLP 2008):
+  the mutual information times the mean cosine similarity of the sentence's
+  bag of features to the pool's, so that outliers are not preferred.
+
+``--task ud_upos`` runs the same protocol on a task the package's defaults
+and this benchmark were not chosen on: UPOS (17 tags) of the UD
+Hungarian-Szeged treebank, the pool its first ``--pool`` (300) training
+sentences, the test set its test sentences, features
+:class:`skgpstruct.features.WordFeatures` fitted on the pool's words (the
+unlabelled text); a "fold" there is the seed of the starting sentences and of
+the random order.
+
 After every round both a GPStructTagger (defaults) and the exact
 RandomizedCRFTagger (``--c2``) are fitted on each strategy's labelled set and
 scored (token error %) on the test sentences; the acquiring model of
@@ -35,17 +61,22 @@ Usage::
 
     python benchmarks/active_learning.py [--folds 0 1 2 3 4] [--start 10]
         [--step 10] [--budget 100] [--c2 1.0] [--quick]
+        [--strategies random crf_entropy gp_mi gp_mi_batch gp_mi_density]
+        [--task basenp|ud_upos] [--pool 300] [--models GPStructTagger]
 
 ``--quick`` runs fold 0 up to 40 sentences.
 """
 
 import argparse
+import copy
 import os
 import sys
 import time
 import warnings
 
 import numpy as np
+import scipy.sparse as sp
+from sklearn.preprocessing import normalize
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import RESULTS_DIR, write_results  # noqa: E402
@@ -55,6 +86,7 @@ from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
 from skgpstruct.datasets import load_benchmark  # noqa: E402
 
 STRATEGIES = ("random", "crf_entropy", "gp_mi")
+EXTRA_STRATEGIES = ("gp_mi_batch", "gp_mi_density")
 MODELS = ("GPStructTagger", "RandomizedCRFTagger")
 
 
@@ -76,27 +108,83 @@ def _pick(scores, pool, k):
     return [pool[i] for i in order[:k]]
 
 
-def run_fold(b, fold, args):
+def _mutual_information(gp, X):
+    return np.asarray(gp.predict_uncertainty(X, kind="mutual_information", per="sequence"),
+                      dtype=np.float64)
+
+
+def _pick_batch_mi(gp, X, pool, k):
+    """``gp_mi_batch``: ``k`` pool positions picked one at a time, each the
+    largest mutual information under the posterior shrunk by the picks
+    before it (hallucinated labels, see the module docstring)."""
+    g = copy.copy(gp)  # a shallow copy: only coef_var_ is replaced
+    g.coef_var_ = gp.coef_var_.copy()
+    n_features = gp.n_features_in_
+    rows = [sp.csr_matrix(x, dtype=np.float64) for x in X]
+    cols = [set(r.indices) for r in rows]
+    scores = _mutual_information(g, X)
+    left, picked = list(range(len(X))), []
+    for _ in range(k):
+        sub = np.asarray(left)
+        i = int(sub[np.lexsort((np.asarray(pool)[sub], -scores[sub]))[0]])
+        picked.append(i)
+        left.remove(i)
+        marg = g.predict_marginals([X[i]])[0]
+        # Gauss-Newton curvature of the sentence's log-likelihood in each
+        # weight (V, n_features), in the cold posterior's units
+        curv = np.asarray(rows[i].multiply(rows[i]).T @ (marg * (1.0 - marg))).T
+        var = g.coef_var_[:, :n_features]
+        g.coef_var_[:, :n_features] = var / (1.0 + var * curv / gp.temperature_)
+        shared = [j for j in left if cols[j] & cols[i]]
+        if shared:
+            scores[shared] = _mutual_information(g, [X[j] for j in shared])
+    return [pool[i] for i in picked]
+
+
+def _density(X):
+    """Mean cosine similarity of each sentence's bag of features to those of
+    all of ``X`` (information density, Settles and Craven 2008)."""
+    bags = normalize(sp.vstack([sp.csr_matrix(sp.csr_matrix(x).sum(axis=0)) for x in X]))
+    return np.asarray((bags @ bags.T).mean(axis=1)).ravel()
+
+
+def _acquire(strategy, gp, crf, X, pool, k):
+    """The ``k`` pool positions a model-based ``strategy`` asks for."""
+    if strategy == "crf_entropy":
+        return _pick(crf.predict_uncertainty(X, kind="entropy", per="sequence"), pool, k)
+    if strategy == "gp_mi":
+        return _pick(_mutual_information(gp, X), pool, k)
+    if strategy == "gp_mi_density":
+        return _pick(_mutual_information(gp, X) * _density(X), pool, k)
+    if strategy == "gp_mi_batch":
+        return _pick_batch_mi(gp, X, pool, k)
+    raise ValueError(f"unknown strategy {strategy!r}")
+
+
+def run_fold(data, fold, args):
     """Error curves of every strategy and model on one fold."""
-    tr, te = b.folds[fold]
-    X_pool, y_pool, X_te, y_te = _fold_data(b, tr, te)
+    X_pool, y_pool, X_te, y_te = data
     n_pool = len(X_pool)
     rng = np.random.RandomState(fold)
     perm = list(rng.permutation(n_pool))
     sizes = list(range(args.start, min(args.budget, n_pool) + 1, args.step))
     curves = {}
-    for strategy in STRATEGIES:
+    for strategy in args.strategies:
         labelled = perm[: args.start]
-        curve = {m: [] for m in MODELS}
+        curve = {m: [] for m in args.models}
         t0 = time.perf_counter()
         for size in sizes:
             X_l = [X_pool[i] for i in labelled]
             y_l = [y_pool[i] for i in labelled]
-            gp = _fit(GPStructTagger(random_state=fold), X_l, y_l)
-            crf = _fit(RandomizedCRFTagger(n_top=None, c2=args.c2, random_state=fold),
-                       X_l, y_l)
-            curve["GPStructTagger"].append(_error(gp, X_te, y_te))
-            curve["RandomizedCRFTagger"].append(_error(crf, X_te, y_te))
+            gp = crf = None
+            if "GPStructTagger" in args.models or strategy.startswith("gp_"):
+                gp = _fit(GPStructTagger(random_state=fold), X_l, y_l)
+            if "RandomizedCRFTagger" in args.models or strategy == "crf_entropy":
+                crf = _fit(RandomizedCRFTagger(n_top=None, c2=args.c2, random_state=fold),
+                           X_l, y_l)
+            for name, model in (("GPStructTagger", gp), ("RandomizedCRFTagger", crf)):
+                if name in args.models:
+                    curve[name].append(_error(model, X_te, y_te))
             if size == sizes[-1]:
                 break
             pool = [i for i in range(n_pool) if i not in set(labelled)]
@@ -104,17 +192,29 @@ def run_fold(b, fold, args):
             if strategy == "random":
                 new = perm[len(labelled): len(labelled) + k]
             else:
-                model, kind = ((crf, "entropy") if strategy == "crf_entropy"
-                               else (gp, "mutual_information"))
-                scores = model.predict_uncertainty([X_pool[i] for i in pool], kind=kind,
-                                                   per="sequence")
-                new = _pick(scores, pool, k)
+                new = _acquire(strategy, gp, crf, [X_pool[i] for i in pool], pool, k)
             labelled = labelled + list(new)
         curves[strategy] = curve
-        print(f"fold {fold} {strategy:12s} GP "
-              + " ".join(f"{e:.2f}" for e in curve["GPStructTagger"])
+        first = args.models[0]
+        print(f"fold {fold} {strategy:13s} {first} "
+              + " ".join(f"{e:.2f}" for e in curve[first])
               + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
     return sizes, curves
+
+
+def _load(args):
+    """``fold -> (X_pool, y_pool, X_test, y_test)`` and the task's title."""
+    if args.task == "basenp":
+        b = load_benchmark("basenp", features="gpstruct")
+        return (lambda fold: _fold_data(b, *b.folds[fold])), "basenp (papers' features)"
+    from ud_morph import featurize, load_split
+
+    data = load_split("upos", quick=False)
+    data["train"] = tuple(part[: args.pool] for part in data["train"])
+    feats, _ = featurize(data)  # WordFeatures fitted on the pool's words
+    y = {split: [np.asarray(t) for t in data[split][1]] for split in data}
+    fixed = (feats["train"], y["train"], feats["test"], y["test"])
+    return (lambda fold: fixed), f"UD Hungarian-Szeged UPOS (pool: {args.pool} sentences)"
 
 
 def _reach(sizes, curve, target):
@@ -125,7 +225,7 @@ def _reach(sizes, curve, target):
     return None
 
 
-def _plot(sizes, means, stds, path):
+def _plot(sizes, means, stds, path, strategies, models):
     try:
         import matplotlib
 
@@ -134,9 +234,11 @@ def _plot(sizes, means, stds, path):
     except ImportError:
         print("matplotlib not installed (the 'plot' extra): no figure written.")
         return
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, model in zip(axes, MODELS):
-        for strategy in STRATEGIES:
+    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), sharey=True,
+                             squeeze=False)
+    axes = axes[0]
+    for ax, model in zip(axes, models):
+        for strategy in strategies:
             m, s = np.array(means[strategy][model]), np.array(stds[strategy][model])
             ax.plot(sizes, m, marker="o", label=strategy)
             ax.fill_between(sizes, m - s, m + s, alpha=0.2)
@@ -158,41 +260,55 @@ def main(argv=None):
     parser.add_argument("--budget", type=int, default=100)
     parser.add_argument("--c2", type=float, default=1.0,
                         help="L2 of the RandomizedCRFTagger (crfsuite's best c2 on basenp)")
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES),
+                        choices=STRATEGIES + EXTRA_STRATEGIES)
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--task", default="basenp", choices=("basenp", "ud_upos"))
+    parser.add_argument("--pool", type=int, default=300,
+                        help="ud_upos: the pool's size (the first training sentences)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--name", default="active_learning")
     args = parser.parse_args(argv)
     if args.quick:
         args.folds, args.budget = [0], 40
-    b = load_benchmark("basenp", features="gpstruct")
+    if "GPStructTagger" not in args.models:
+        parser.error("--models must include GPStructTagger (the curves compared)")
+    fold_data, title = _load(args)
     per_fold = {}
     for fold in args.folds:
-        sizes, per_fold[fold] = run_fold(b, fold, args)
+        sizes, per_fold[fold] = run_fold(fold_data(fold), fold, args)
+    strategies, models = args.strategies, args.models
     means = {s: {m: np.mean([per_fold[f][s][m] for f in args.folds], axis=0).tolist()
-                 for m in MODELS} for s in STRATEGIES}
+                 for m in models} for s in strategies}
     stds = {s: {m: np.std([per_fold[f][s][m] for f in args.folds], axis=0).tolist()
-                for m in MODELS} for s in STRATEGIES}
+                for m in models} for s in strategies}
     rows = []
-    for s in STRATEGIES:
-        for m in MODELS:
+    for s in strategies:
+        for m in models:
             row = {"strategy": s, "model": m}
             row.update({str(n): f"{a:.2f} +- {d:.2f}"
                         for n, a, d in zip(sizes, means[s][m], stds[s][m])})
             rows.append(row)
-    target = means["random"]["GPStructTagger"][-1]
-    reach = {s: _reach(sizes, means[s]["GPStructTagger"], target) for s in STRATEGIES}
     notes = [f"Token error % of the test sentences (mean +- std over folds {args.folds}) "
              "after each round, by the number of labelled sentences; start "
              f"{args.start} random, +{args.step} per round; RandomizedCRFTagger exact, "
-             f"c2={args.c2}; GPStructTagger defaults.",
-             f"GPStructTagger's error after {sizes[-1]} random sentences: {target:.2f} %. "
-             "Sentences each strategy needs to reach it (mean curves, GPStructTagger): "
-             + ", ".join(f"{s} {reach[s]}" for s in STRATEGIES) + "."]
+             f"c2={args.c2}; GPStructTagger defaults."]
+    target = reach = None
+    if "random" in strategies:
+        target = means["random"]["GPStructTagger"][-1]
+        reach = {s: _reach(sizes, means[s]["GPStructTagger"], target) for s in strategies}
+        notes.append(
+            f"GPStructTagger's error after {sizes[-1]} random sentences: {target:.2f} %. "
+            "Sentences each strategy needs to reach it (mean curves, GPStructTagger): "
+            + ", ".join(f"{s} {reach[s]}" for s in strategies) + ".")
+        print(notes[-1])
     write_results(args.name, rows, ["strategy", "model"] + [str(n) for n in sizes],
-                  title="Active learning on basenp (papers' features)", notes=notes,
-                  extra={"sizes": sizes, "folds": args.folds, "c2": args.c2,
-                         "means": means, "stds": stds, "target": target, "reach": reach,
+                  title=f"Active learning on {title}", notes=notes,
+                  extra={"task": args.task, "sizes": sizes, "folds": args.folds,
+                         "c2": args.c2, "means": means, "stds": stds, "target": target,
+                         "reach": reach,
                          "per_fold": {str(f): per_fold[f] for f in args.folds}})
-    _plot(sizes, means, stds, RESULTS_DIR / f"{args.name}.png")
+    _plot(sizes, means, stds, RESULTS_DIR / f"{args.name}.png", strategies, models)
 
 
 if __name__ == "__main__":
