@@ -63,6 +63,7 @@ Usage::
         [--step 10] [--budget 100] [--c2 1.0] [--quick]
         [--strategies random crf_entropy gp_mi gp_mi_batch gp_mi_density]
         [--task basenp|ud_upos] [--pool 300] [--models GPStructTagger]
+        [--n-jobs 1]
 
 ``--quick`` runs fold 0 up to 40 sentences.
 """
@@ -76,6 +77,7 @@ import warnings
 
 import numpy as np
 import scipy.sparse as sp
+from joblib import Parallel, delayed
 from sklearn.preprocessing import normalize
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -266,6 +268,8 @@ def main(argv=None):
     parser.add_argument("--task", default="basenp", choices=("basenp", "ud_upos"))
     parser.add_argument("--pool", type=int, default=300,
                         help="ud_upos: the pool's size (the first training sentences)")
+    parser.add_argument("--n-jobs", type=int, default=1,
+                        help="folds run in parallel processes")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--name", default="active_learning")
     args = parser.parse_args(argv)
@@ -274,9 +278,11 @@ def main(argv=None):
     if "GPStructTagger" not in args.models:
         parser.error("--models must include GPStructTagger (the curves compared)")
     fold_data, title = _load(args)
-    per_fold = {}
-    for fold in args.folds:
-        sizes, per_fold[fold] = run_fold(fold_data(fold), fold, args)
+    # folds in parallel processes (each seeded by its fold: the same numbers)
+    runs = Parallel(n_jobs=args.n_jobs)(
+        delayed(run_fold)(fold_data(fold), fold, args) for fold in args.folds)
+    sizes = runs[0][0]
+    per_fold = {fold: curves for fold, (_, curves) in zip(args.folds, runs)}
     strategies, models = args.strategies, args.models
     means = {s: {m: np.mean([per_fold[f][s][m] for f in args.folds], axis=0).tolist()
                  for m in models} for s in strategies}

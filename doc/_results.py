@@ -20,6 +20,8 @@ TITLES = {
     "calibration_basenp_inducing": "Calibration: base NP, inducing-point form",
     "calibration_basenp_coupled": "Calibration: base NP, coupled posterior",
     "active_learning": "Active learning",
+    "active_learning_variants": "Active learning: batch and density-weighted mutual information",
+    "active_learning_ud": "Active learning on UD Hungarian UPOS",
     "ud_morph": "UD morphological tagging (444 labels)",
     "rdp_scaling": "Randomized DP: epoch time and accuracy against exact DP",
     "rdp_tables": "Randomized DP: estimates of log Z (Fu et al. tables 2-4)",
