@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from . import chain
-from ._predict import entropy, path_scores, renormalize_rows
+from ._predict import entropy, renormalize_rows
 from ._sequences import SequenceData, sequence_seeds
 from .gp._weight_space_long import WeightSpaceCovariance
 from .gp.ell import expected_log_likelihood
@@ -88,10 +88,7 @@ class GPPredictMixin:
         F, B, _ = self._draw_potentials(b_n, Sigma_n, seed)
         terms = []
         for k in range(b_n.shape[0]):
-            log_z = chain.log_partition(F[0, k], B[0, k])
-            with np.errstate(invalid="ignore"):  # -inf - -inf: no path at all
-                log_p = np.where(np.isfinite(log_z),
-                                 path_scores(F[0, k], B[0, k], path) - log_z, -np.inf)
+            log_p = chain.log_likelihood(F[0, k], B[0, k], path)  # per draw
             terms.append(np.log(self.weights_[k]) + log_p - np.log(log_p.size))
         return min(float(logsumexp(np.concatenate(terms))), 0.0)
 

@@ -17,11 +17,11 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._decoders import _dense, decode
 from ._sequences import SequenceData
-from .chain import log_partition
+from .chain import log_likelihood
 from .chain.backend import get_backend
 from .metrics import flat_accuracy_score
 
-__all__ = ["PredictMixin", "entropy", "path_scores", "renormalize_rows"]
+__all__ = ["PredictMixin", "entropy", "renormalize_rows"]
 
 
 def entropy(p):
@@ -48,15 +48,6 @@ def renormalize_rows(unary):
     total = unary.sum(axis=-1, keepdims=True)
     np.divide(unary, total, out=unary, where=total > 0)
     return unary
-
-
-def path_scores(U, B, path):
-    """Scores ``sum_t U[..., t, y_t] + sum_t B[..., y_t, y_t+1]`` of the label
-    path ``path`` (T,) under potentials ``U`` (..., T, V) and ``B`` (..., V,
-    V) (leading axes: draws)."""
-    T = len(path)
-    unary = U[..., np.arange(T), path].sum(axis=-1)
-    return unary + B[..., path[:-1], path[1:]].sum(axis=-1)
 
 
 class PredictMixin:
@@ -224,11 +215,8 @@ class PredictMixin:
         (exact forward); ``-inf`` when the path or every path is forbidden."""
         U, transitions = self._decode_potentials(data)
         B = np.asarray(_dense(transitions), dtype=np.float64)
-        out = np.empty(data.n_sequences)
-        for n, (u, path) in enumerate(zip(data.split(np.asarray(U, dtype=np.float64)),
-                                          paths)):
-            log_z = log_partition(u, B)
-            out[n] = path_scores(u, B, path) - log_z if np.isfinite(log_z) else -np.inf
+        out = np.array([log_likelihood(u, B, path) for u, path in
+                        zip(data.split(np.asarray(U, dtype=np.float64)), paths)])
         return np.minimum(out, 0.0)  # rounding: a sure path is log 1 = 0
 
     _UNCERTAINTY_KINDS = ("entropy",)
