@@ -273,7 +273,7 @@ def _spread(X, s_w, s_b):
     return draw
 
 
-def _spread_draws(crf, s_w, s_b, data, rng):
+def _spread_draws(s_w, s_b, data, rng):
     """:data:`_SCALE_SAMPLES` draws of the spread on ``data``
     (:func:`_spread`). A temperature scales them by ``sqrt(T)``: the draws
     are common to every temperature (and, with the same ``rng`` state,
@@ -358,7 +358,7 @@ def _mean_scales(crf, s_w, s_b, data, temperatures, variance, rng):
     (1 for the coldest), with a first step twice the last growth (a tenth
     of the bracket's start at least).
     """
-    draws = _spread_draws(crf, s_w, s_b, data, rng)
+    draws = _spread_draws(s_w, s_b, data, rng)
     out = {}
     below, growth = 1.0, 0.0
     for T in sorted(temperatures):

@@ -173,7 +173,7 @@ def test_mean_scale_is_the_optimum_along_the_mode():
     from skgpstruct._variance_cv import _mean_scales, _ray_objective, _spread_draws
 
     _, _, crf, data, (s_w, s_b) = _map(10.0)
-    draws = _spread_draws(crf, s_w, s_b, data, np.random.default_rng(0))
+    draws = _spread_draws(s_w, s_b, data, np.random.default_rng(0))
     scales = []
     for T in (1e-8, 0.1, 0.3, 1.0):
         (c,) = _mean_scales(crf, s_w, s_b, data, [T], 10.0, np.random.default_rng(0))
@@ -207,7 +207,7 @@ def test_mean_scales_bracketed_from_colder_match_each_alone():
     _, _, crf, data, (s_w, s_b) = _map(10.0)
     grid = (1.0, 0.5, 0.25, 0.1, 0.05, 0.025, 0.01)
     scales = _mean_scales(crf, s_w, s_b, data, grid, 10.0, np.random.default_rng(3))
-    draws = _spread_draws(crf, s_w, s_b, data, np.random.default_rng(3))
+    draws = _spread_draws(s_w, s_b, data, np.random.default_rng(3))
     for T, c in zip(grid, scales):
         f = _ray_objective(crf, data, draws, T, 10.0)
         alone = brentq(lambda x: f(x)[1], 1.0, 20.0, xtol=1e-6)
