@@ -8,11 +8,12 @@ position. Batched forms take ``U`` of shape ``(S, T, V)`` with ``B`` of shape
 ``(V, V)`` (shared) or ``(S, V, V)``.
 """
 
-from . import exact, pseudo, randomized
+from . import exact, paths, pseudo, randomized
 from .backend import get_backend
 from .nbest import nbest_viterbi
 from .exact import *  # noqa: F401,F403  (the names of exact.__all__)
+from .paths import *  # noqa: F401,F403
 from .pseudo import *  # noqa: F401,F403
 from .randomized import *  # noqa: F401,F403
 
-__all__ = exact.__all__ + pseudo.__all__ + randomized.__all__ + ["get_backend", "nbest_viterbi"]
+__all__ = exact.__all__ + paths.__all__ + pseudo.__all__ + randomized.__all__ + ["get_backend", "nbest_viterbi"]

@@ -1,0 +1,144 @@
+"""Whole label sequences: exact path samples, path entropy and the
+log-likelihood of many paths under many potentials, against enumeration."""
+
+import itertools
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+
+from skgpstruct.chain import (log_likelihood, mixture_path_entropy, path_entropy,
+                              paths_log_likelihood, sample_paths)
+from skgpstruct.chain import _reference as ref
+
+
+def _all_paths(T, V):
+    return np.array(list(itertools.product(range(V), repeat=T)), dtype=np.int64)
+
+
+def _brute_log_probs(kw, T, V):
+    return np.array([ref.brute_force_log_likelihood(y=y, **kw) for y in _all_paths(T, V)])
+
+
+def test_path_entropy_matches_enumeration(tiny_shape, start_end, chain_problem):
+    T, V = tiny_shape
+    kw, _ = chain_problem(T * 10 + V, T, V, start_end=start_end, scale=1.5)
+    log_p = _brute_log_probs(kw, T, V)
+    want = -np.sum(np.exp(log_p) * log_p)
+    assert_allclose(path_entropy(**kw), want, rtol=0, atol=1e-10)
+
+
+def test_path_entropy_is_at_most_the_summed_token_entropies(chain_problem):
+    from skgpstruct.chain import marginals
+
+    kw, _ = chain_problem(0, 6, 3, scale=2.0)
+    unary, _ = marginals(**kw)
+    assert path_entropy(**kw) <= -np.sum(unary * np.log(unary)) + 1e-12
+    kw["B"] = np.zeros_like(kw["B"])  # independent labels: equality
+    unary, _ = marginals(**kw)
+    assert_allclose(path_entropy(**kw), -np.sum(unary * np.log(unary)), rtol=1e-12)
+
+
+def test_path_entropy_batched_and_with_forbidden_transitions(chain_problem, sample_kw):
+    kw, _ = chain_problem(1, 4, 3, S=5, per_sample_B=True, start_end=True)
+    kw["B"][:, 0, 1] = -np.inf  # a forbidden transition: 0 log 0 = 0
+    got = path_entropy(**kw)
+    assert got.shape == (5,)
+    for s in range(5):
+        one = sample_kw(kw, s)
+        log_p = _brute_log_probs(one, 4, 3)
+        p = np.exp(log_p)
+        want = -np.sum(p * np.where(p > 0, log_p, 0.0))
+        assert_allclose(got[s], want, rtol=0, atol=1e-10)
+
+
+def test_paths_log_likelihood_matches_log_likelihood(chain_problem, sample_kw):
+    T, V, S = 5, 3, 4
+    kw, _ = chain_problem(2, T, V, S=S, per_sample_B=True, start_end=True)
+    paths = np.random.default_rng(0).integers(0, V, (7, T))
+    got = paths_log_likelihood(paths=paths, **kw)
+    assert got.shape == (S, 7)
+    for j, y in enumerate(paths):
+        assert_allclose(got[:, j], log_likelihood(y=y, **kw), rtol=0, atol=1e-10)
+    one = sample_kw(kw, 0)
+    assert_allclose(paths_log_likelihood(paths=paths, **one), got[0], rtol=0, atol=1e-12)
+    one["B"] = one["B"].copy()
+    one["B"][paths[0, 0], paths[0, 1]] = -np.inf  # that path is forbidden
+    assert paths_log_likelihood(paths=paths[:1], **one)[0] == -np.inf
+
+
+def test_sample_paths_follows_the_path_distribution(start_end, chain_problem):
+    T, V, N = 3, 2, 40_000
+    kw, _ = chain_problem(3, T, V, start_end=start_end)
+    p = np.exp(_brute_log_probs(kw, T, V))
+    batch = {k: np.broadcast_to(v, (N,) + np.shape(v)) if k == "U" else v
+             for k, v in kw.items()}
+    paths = sample_paths(random_state=0, **batch)
+    assert paths.shape == (N, T) and paths.dtype == np.int64
+    codes = paths @ (V ** np.arange(T - 1, -1, -1))  # itertools.product's order
+    freq = np.bincount(codes, minlength=V ** T) / N
+    se = np.sqrt(p * (1 - p) / N)
+    assert np.all(np.abs(freq - p) <= 4.5 * se + 1e-12), (freq, p)
+
+
+def test_sample_paths_one_chain_is_deterministic_and_allowed(chain_problem):
+    kw, _ = chain_problem(4, 6, 3)
+    kw["B"][1, 2] = -np.inf
+    a = sample_paths(random_state=7, **kw)
+    assert a.shape == (6,)
+    assert_array_equal(a, sample_paths(random_state=7, **kw))
+    many = sample_paths(random_state=0, U=np.repeat(kw["U"][None], 500, 0), B=kw["B"])
+    assert not np.any((many[:, :-1] == 1) & (many[:, 1:] == 2))
+
+
+def test_bad_shapes_are_refused():
+    with pytest.raises(ValueError, match="U must have shape"):
+        path_entropy(np.zeros(3), np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="B must have shape"):
+        sample_paths(np.zeros((2, 3)), np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="start must have shape"):
+        path_entropy(np.zeros((2, 3)), np.zeros((3, 3)), start=np.zeros(2))
+    with pytest.raises(ValueError, match="paths must have shape"):
+        paths_log_likelihood(np.zeros((2, 3)), np.zeros((3, 3)), [[0, 1, 2]])
+    with pytest.raises(ValueError, match="integer labels"):
+        paths_log_likelihood(np.zeros((2, 3)), np.zeros((3, 3)), [[0, 3]])
+    with pytest.raises(ValueError, match="Every path is forbidden"):
+        sample_paths(np.zeros((2, 2)), np.full((2, 2), -np.inf))
+
+
+def _mixture_by_enumeration(U, B, w):
+    T, V = U.shape[1:]
+    log_p = np.array([_brute_log_probs({"U": u, "B": B}, T, V) for u in U])  # (S, paths)
+    p = np.exp(log_p)
+    mix = w @ p
+    h_mix = -np.sum(mix * np.log(mix))
+    h_each = -np.sum(p * log_p, axis=1)
+    return h_mix, h_mix - w @ h_each
+
+
+@pytest.mark.parametrize("uniform", [True, False])
+def test_mixture_path_entropy_is_unbiased_given_the_components(uniform):
+    rng = np.random.default_rng(5)
+    S, T, V, R = 12, 3, 3, 600
+    U = 1.5 * rng.standard_normal((S, T, V))
+    B = rng.standard_normal((V, V))
+    w = np.full(S, 1.0 / S) if uniform else rng.dirichlet(np.ones(S))
+    h_true, mi_true = _mixture_by_enumeration(U, B, w)
+    est = np.array([mixture_path_entropy(U, B, None if uniform else w, random_state=r)
+                    for r in range(R)])
+    mean, se = est.mean(axis=0), est.std(axis=0, ddof=1) / np.sqrt(R)
+    assert np.all(np.abs(mean - [h_true, mi_true]) <= 4 * se), (mean, h_true, mi_true, se)
+    assert mi_true > 10 * se[1]  # the components disagree: a test that can fail
+
+
+def test_mixture_path_entropy_of_identical_components_has_no_information(chain_problem):
+    kw, _ = chain_problem(6, 5, 3)
+    U = np.repeat(kw["U"][None], 8, axis=0)
+    h, mi = mixture_path_entropy(U, kw["B"], random_state=0)
+    assert mi == pytest.approx(0.0, abs=1e-12)
+    # one path per component scored exactly: the mean of -log p(y) over 8 draws
+    assert 0 < h < 5 * np.log(3)
+    with pytest.raises(ValueError, match="weights must be"):
+        mixture_path_entropy(U, kw["B"], weights=np.zeros(8))
+    with pytest.raises(ValueError, match="U must have shape"):
+        mixture_path_entropy(kw["U"], kw["B"])
