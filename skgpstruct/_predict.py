@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._decoders import _dense, decode
 from ._sequences import SequenceData
-from .chain import log_likelihood
+from .chain import log_likelihood, path_entropy
 from .chain.backend import get_backend
 from .metrics import flat_accuracy_score
 
@@ -244,10 +244,18 @@ class PredictMixin:
             The sequences, as for :meth:`predict`.
         kind : str, default="entropy"
             One of the kinds above that the tagger offers.
-        per : {"token", "sequence"}, default="token"
-            Per token, or the sum over each sequence's tokens (for
-            ``"entropy"`` an upper bound on the entropy of the label
-            sequence; not for ``"marginal_std"``).
+        per : {"token", "sequence", "path"}, default="token"
+            ``"token"``: per token. ``"sequence"``: the sum over each
+            sequence's tokens (for ``"entropy"`` an upper bound on the
+            entropy of the label sequence). ``"path"``: of the whole label
+            sequence, the labels taken jointly: ``"entropy"`` is the entropy
+            of the distribution over label sequences (exact for
+            RandomizedCRFTagger; for GPStructTagger estimated from one path
+            sampled per posterior draw), ``"mutual_information"`` the mutual
+            information between the label sequence and the posterior (the
+            BALD score of the sequence; tokens whose doubts go together
+            count once), estimated from the same paths, at most ``log
+            n_predict_samples``. Not for ``"marginal_std"``.
 
         Returns
         -------
@@ -259,10 +267,12 @@ class PredictMixin:
                 f"kind must be one of {self._UNCERTAINTY_KINDS} for "
                 f"{type(self).__name__}, got {kind!r}."
             )
-        if per not in ("token", "sequence"):
-            raise ValueError(f"per must be 'token' or 'sequence', got {per!r}.")
-        if per == "sequence" and kind == "marginal_std":
+        if per not in ("token", "sequence", "path"):
+            raise ValueError(f"per must be 'token', 'sequence' or 'path', got {per!r}.")
+        if per != "token" and kind == "marginal_std":
             raise ValueError("kind='marginal_std' is per token (and label) only.")
+        if per == "path":
+            return np.asarray(self._path_uncertainty(self._check_X(X), kind), dtype=np.float64)
         values = self._token_uncertainty(self._check_X(X), kind)
         if per == "sequence":
             return np.array([float(v.sum()) for v in values])
@@ -271,6 +281,13 @@ class PredictMixin:
     def _token_uncertainty(self, data, kind):
         """Token entropies of the marginals (the kinds every tagger has)."""
         return [entropy(p) for p in self._token_marginals(data)]
+
+    def _path_uncertainty(self, data, kind):
+        """Exact entropy of each sequence's path distribution under the
+        point potentials (``kind="entropy"``, the one every tagger has)."""
+        U, transitions = self._decode_potentials(data)
+        B = np.asarray(_dense(transitions), dtype=np.float64)
+        return [path_entropy(u, B) for u in data.split(np.asarray(U, dtype=np.float64))]
 
     def predict_single(self, x):
         """Predict the labels of one sequence.

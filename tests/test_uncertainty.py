@@ -1,9 +1,11 @@
 """predict_uncertainty: entropy of the marginals (both taggers), mutual
 information and the posterior spread of the marginals (GPStructTagger)."""
 
+import itertools
+
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
 from skgpstruct.datasets import make_chain_data
@@ -63,7 +65,66 @@ def test_uncertainty_kinds_are_checked(data):
     gp = _gp(X_tr[:10], y_tr[:10])
     with pytest.raises(ValueError, match="per must be"):
         gp.predict_uncertainty(X_te, per="word")
-    with pytest.raises(ValueError, match="per token"):
-        gp.predict_uncertainty(X_te, kind="marginal_std", per="sequence")
+    for per in ("sequence", "path"):
+        with pytest.raises(ValueError, match="per token"):
+            gp.predict_uncertainty(X_te, kind="marginal_std", per=per)
     std = gp.predict_uncertainty(X_te, kind="marginal_std")
     assert std[0].shape == (len(X_te[0]), 3)
+
+
+def _enumerated_path_proba(est, x):
+    """``p(path | x)`` of every label path of one short sequence, by
+    ``predict_path_proba``."""
+    paths = list(itertools.product(est.classes_, repeat=len(x)))
+    return est.predict_path_proba([x] * len(paths), [np.array(p) for p in paths])
+
+
+def test_path_entropy_of_the_crf_is_that_of_its_path_distribution(data):
+    X_tr, y_tr, X_te, _ = data
+    crf = RandomizedCRFTagger(c2=0.1).fit(X_tr, y_tr)
+    short = [x[:4] for x in X_te[:5]]
+    H = crf.predict_uncertainty(short, per="path")
+    assert H.shape == (5,)
+    for h, x in zip(H, short):
+        p = _enumerated_path_proba(crf, x)
+        assert_allclose(p.sum(), 1.0, rtol=1e-12)
+        assert_allclose(h, -np.sum(p * np.log(p)), rtol=0, atol=1e-10)
+    # the labels taken jointly: at most the summed token entropies
+    assert np.all(crf.predict_uncertainty(X_te, per="path")
+                  <= crf.predict_uncertainty(X_te, per="sequence") + 1e-12)
+
+
+def test_path_entropy_of_the_gp_estimates_that_of_its_predictive_paths(data):
+    """One sampled path per posterior draw: unbiased for the entropy of the
+    draws' mean path distribution (``predict_path_proba``), within 4
+    standard errors of ``-log p(path)`` over its ``n_predict_samples``."""
+    X_tr, y_tr, X_te, _ = data
+    gp = _gp(X_tr[:10], y_tr[:10])
+    short = [x[:4] for x in X_te[:6]]
+    H = gp.predict_uncertainty(short, per="path")
+    for h, x in zip(H, short):
+        p = _enumerated_path_proba(gp, x)
+        assert_allclose(p.sum(), 1.0, rtol=1e-9)
+        want = -np.sum(p * np.log(p))
+        se = np.sqrt(np.sum(p * np.log(p) ** 2) - want ** 2) / np.sqrt(gp.n_predict_samples)
+        assert abs(h - want) <= 4 * se, (h, want, se)
+
+
+def test_path_mutual_information(data):
+    X_tr, y_tr, X_te, _ = data
+    small, large = _gp(X_tr[:4], y_tr[:4]), _gp(X_tr, y_tr)
+    mi_small = small.predict_uncertainty(X_te, "mutual_information", per="path")
+    mi_large = large.predict_uncertainty(X_te, "mutual_information", per="path")
+    assert mi_small.shape == (len(X_te),)
+    assert np.all(mi_small >= 0) and np.all(mi_small <= np.log(small.n_predict_samples))
+    assert mi_small.mean() > 2 * mi_large.mean()
+    # the same numbers whatever else is in the batch
+    again = small.predict_uncertainty(X_te[::-1], "mutual_information", per="path")[::-1]
+    assert_array_equal(mi_small, again)
+    H = small.predict_uncertainty(X_te, "entropy", per="path")
+    assert np.all(mi_small <= H + 1e-12)
+    small.coef_var_[:] = 0.0  # a point-mass posterior: every draw is the same
+    small.transition_var_ = np.zeros_like(small.transition_var_)
+    small.jitter = 1e-30
+    assert_allclose(small.predict_uncertainty(X_te, "mutual_information", per="path"),
+                    0.0, atol=1e-10)
