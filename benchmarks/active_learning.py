@@ -12,14 +12,21 @@ fold) and acquires ``--step`` (10) sentences per round up to ``--budget``
   entropy of the marginals of a RandomizedCRFTagger in exact mode
   (``n_top=None``) fitted on the labelled ones ("total token entropy",
   Settles and Craven, EMNLP 2008);
-* ``gp_mi``: the largest summed token mutual information (BALD: the
-  entropy of the mean marginals minus the mean entropy over posterior draws,
-  ``predict_uncertainty(kind="mutual_information", per="sequence")``) of a
-  GPStructTagger (default parameters) fitted on the labelled ones.
+* ``gp_mi``: the largest mutual information between a sentence's label
+  path and the posterior (BALD for the whole sequence: the entropy of the
+  posterior predictive over label paths minus the mean entropy over the
+  posterior draws, ``predict_uncertainty(kind="mutual_information",
+  per="path")``) of a GPStructTagger (default parameters) fitted on the
+  labelled ones.
 
-Two more ways of spending the GP's mutual information on a batch, off by
-default (``--strategies``), each a published principle rather than a tuned
-one:
+Three more ways of spending the GP's mutual information, off by default
+(``--strategies``), each a published principle rather than a tuned one:
+
+* ``gp_mi_tokens``: the largest summed token mutual information (the entropy
+  of the mean token marginals minus the mean entropy over posterior draws,
+  summed over the sentence, ``per="sequence"``): ``gp_mi`` before the path
+  form. It counts a doubt shared by neighbouring tokens (a chunk's extent)
+  once per token;
 
 * ``gp_mi_batch``: greedy batch selection with hallucinated labels (the
   batch GP-UCB idea of Desautels, Krause and Burdick, JMLR 2014: the
@@ -34,6 +41,9 @@ one:
 * ``gp_mi_density``: information density (Settles and Craven, EMNLP 2008):
   the mutual information times the mean cosine similarity of the sentence's
   bag of features to the pool's, so that outliers are not preferred.
+
+(``gp_mi_batch`` and ``gp_mi_density`` spend the summed token mutual
+information, as ``gp_mi_tokens``.)
 
 ``--task ud_upos`` runs the same protocol on a task the package's defaults
 and this benchmark were not chosen on: UPOS (17 tags) of the UD
@@ -61,7 +71,7 @@ Usage::
 
     python benchmarks/active_learning.py [--folds 0 1 2 3 4] [--start 10]
         [--step 10] [--budget 100] [--c2 1.0] [--quick]
-        [--strategies random crf_entropy gp_mi gp_mi_batch gp_mi_density]
+        [--strategies random crf_entropy gp_mi gp_mi_tokens gp_mi_batch gp_mi_density]
         [--task basenp|ud_upos] [--pool 300] [--models GPStructTagger]
         [--n-jobs 1]
 
@@ -88,7 +98,7 @@ from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
 from skgpstruct.datasets import load_benchmark  # noqa: E402
 
 STRATEGIES = ("random", "crf_entropy", "gp_mi")
-EXTRA_STRATEGIES = ("gp_mi_batch", "gp_mi_density")
+EXTRA_STRATEGIES = ("gp_mi_tokens", "gp_mi_batch", "gp_mi_density")
 MODELS = ("GPStructTagger", "RandomizedCRFTagger")
 
 
@@ -110,8 +120,8 @@ def _pick(scores, pool, k):
     return [pool[i] for i in order[:k]]
 
 
-def _mutual_information(gp, X):
-    return np.asarray(gp.predict_uncertainty(X, kind="mutual_information", per="sequence"),
+def _mutual_information(gp, X, per="sequence"):
+    return np.asarray(gp.predict_uncertainty(X, kind="mutual_information", per=per),
                       dtype=np.float64)
 
 
@@ -155,6 +165,8 @@ def _acquire(strategy, gp, crf, X, pool, k):
     if strategy == "crf_entropy":
         return _pick(crf.predict_uncertainty(X, kind="entropy", per="sequence"), pool, k)
     if strategy == "gp_mi":
+        return _pick(_mutual_information(gp, X, per="path"), pool, k)
+    if strategy == "gp_mi_tokens":
         return _pick(_mutual_information(gp, X), pool, k)
     if strategy == "gp_mi_density":
         return _pick(_mutual_information(gp, X) * _density(X), pool, k)
