@@ -59,8 +59,13 @@ scored (token error %) on the test sentences; the acquiring model of
 ``crf_entropy`` / ``gp_mi`` is the one fitted there. Ties in a score are
 broken by pool position, so a run is deterministic.
 
+``--repeats R`` runs every fold ``R`` times, seeded ``fold + 1000 r``
+(``r = 0`` is the fold's own run): other starting sentences, random orders
+and Monte Carlo draws of the fits, so that the means carry less of the noise
+of one draw of each.
+
 The table holds, per strategy, model and number of labelled sentences, the
-mean and standard deviation over the folds; the script also prints how many
+mean and standard deviation over the folds (and repeats); the script also prints how many
 sentences GP mutual information needs to reach the GP's error after 100
 random sentences (mean curves over the folds). Results go to
 ``benchmarks/results/active_learning.{md,json}`` and, with matplotlib (the
@@ -73,7 +78,7 @@ Usage::
         [--step 10] [--budget 100] [--c2 1.0] [--quick]
         [--strategies random crf_entropy gp_mi gp_mi_tokens gp_mi_batch gp_mi_density]
         [--task basenp|ud_upos] [--pool 300] [--models GPStructTagger]
-        [--n-jobs 1]
+        [--n-jobs 1] [--repeats 1]
 
 ``--quick`` runs fold 0 up to 40 sentences.
 """
@@ -175,11 +180,14 @@ def _acquire(strategy, gp, crf, X, pool, k):
     raise ValueError(f"unknown strategy {strategy!r}")
 
 
-def run_fold(data, fold, args):
-    """Error curves of every strategy and model on one fold."""
+def run_fold(data, fold, args, seed=None):
+    """Error curves of every strategy and model on one fold; ``seed`` (the
+    fold when None) draws the starting sentences and the random order and
+    seeds the models."""
+    seed = fold if seed is None else seed
     X_pool, y_pool, X_te, y_te = data
     n_pool = len(X_pool)
-    rng = np.random.RandomState(fold)
+    rng = np.random.RandomState(seed)
     perm = list(rng.permutation(n_pool))
     sizes = list(range(args.start, min(args.budget, n_pool) + 1, args.step))
     curves = {}
@@ -192,9 +200,9 @@ def run_fold(data, fold, args):
             y_l = [y_pool[i] for i in labelled]
             gp = crf = None
             if "GPStructTagger" in args.models or strategy.startswith("gp_"):
-                gp = _fit(GPStructTagger(random_state=fold), X_l, y_l)
+                gp = _fit(GPStructTagger(random_state=seed), X_l, y_l)
             if "RandomizedCRFTagger" in args.models or strategy == "crf_entropy":
-                crf = _fit(RandomizedCRFTagger(n_top=None, c2=args.c2, random_state=fold),
+                crf = _fit(RandomizedCRFTagger(n_top=None, c2=args.c2, random_state=seed),
                            X_l, y_l)
             for name, model in (("GPStructTagger", gp), ("RandomizedCRFTagger", crf)):
                 if name in args.models:
@@ -210,7 +218,7 @@ def run_fold(data, fold, args):
             labelled = labelled + list(new)
         curves[strategy] = curve
         first = args.models[0]
-        print(f"fold {fold} {strategy:13s} {first} "
+        print(f"fold {fold} seed {seed} {strategy:13s} {first} "
               + " ".join(f"{e:.2f}" for e in curve[first])
               + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
     return sizes, curves
@@ -282,6 +290,8 @@ def main(argv=None):
                         help="ud_upos: the pool's size (the first training sentences)")
     parser.add_argument("--n-jobs", type=int, default=1,
                         help="folds run in parallel processes")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs per fold, seeded fold + 1000 r (r = 0: the fold's own)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--name", default="active_learning")
     args = parser.parse_args(argv)
@@ -290,15 +300,17 @@ def main(argv=None):
     if "GPStructTagger" not in args.models:
         parser.error("--models must include GPStructTagger (the curves compared)")
     fold_data, title = _load(args)
-    # folds in parallel processes (each seeded by its fold: the same numbers)
+    # runs in parallel processes (each seeded by its own seed: the same numbers)
+    keys = [(f, r) for f in args.folds for r in range(args.repeats)]
     runs = Parallel(n_jobs=args.n_jobs)(
-        delayed(run_fold)(fold_data(fold), fold, args) for fold in args.folds)
+        delayed(run_fold)(fold_data(f), f, args, f + 1000 * r) for f, r in keys)
     sizes = runs[0][0]
-    per_fold = {fold: curves for fold, (_, curves) in zip(args.folds, runs)}
+    per_fold = {(str(f) if r == 0 else f"{f}.{r}"): curves
+                for (f, r), (_, curves) in zip(keys, runs)}
     strategies, models = args.strategies, args.models
-    means = {s: {m: np.mean([per_fold[f][s][m] for f in args.folds], axis=0).tolist()
+    means = {s: {m: np.mean([c[s][m] for c in per_fold.values()], axis=0).tolist()
                  for m in models} for s in strategies}
-    stds = {s: {m: np.std([per_fold[f][s][m] for f in args.folds], axis=0).tolist()
+    stds = {s: {m: np.std([c[s][m] for c in per_fold.values()], axis=0).tolist()
                 for m in models} for s in strategies}
     rows = []
     for s in strategies:
@@ -307,7 +319,9 @@ def main(argv=None):
             row.update({str(n): f"{a:.2f} +- {d:.2f}"
                         for n, a, d in zip(sizes, means[s][m], stds[s][m])})
             rows.append(row)
-    notes = [f"Token error % of the test sentences (mean +- std over folds {args.folds}) "
+    over = (f"folds {args.folds}" if args.repeats == 1 else
+            f"{len(per_fold)} runs: folds {args.folds} x {args.repeats} seeds each")
+    notes = [f"Token error % of the test sentences (mean +- std over {over}) "
              "after each round, by the number of labelled sentences; start "
              f"{args.start} random, +{args.step} per round; RandomizedCRFTagger exact, "
              f"c2={args.c2}; GPStructTagger defaults."]
@@ -323,9 +337,9 @@ def main(argv=None):
     write_results(args.name, rows, ["strategy", "model"] + [str(n) for n in sizes],
                   title=f"Active learning on {title}", notes=notes,
                   extra={"task": args.task, "sizes": sizes, "folds": args.folds,
-                         "c2": args.c2, "means": means, "stds": stds, "target": target,
-                         "reach": reach,
-                         "per_fold": {str(f): per_fold[f] for f in args.folds}})
+                         "repeats": args.repeats, "c2": args.c2, "means": means,
+                         "stds": stds, "target": target, "reach": reach,
+                         "per_fold": per_fold})
     _plot(sizes, means, stds, RESULTS_DIR / f"{args.name}.png", strategies, models)
 
 
