@@ -94,6 +94,12 @@ def test_uncertainty_and_elbo(fitted, data):
     for mi, h in zip(fitted.predict_uncertainty(Xt, kind="mutual_information"),
                      fitted.predict_uncertainty(Xt, kind="entropy")):
         assert np.all(mi <= h + 1e-12)
+    # of whole label paths: the joint draws of the coupled posterior
+    mi = fitted.predict_uncertainty(Xt, kind="mutual_information", per="path")
+    h = fitted.predict_uncertainty(Xt, kind="entropy", per="path")
+    assert mi.shape == h.shape == (len(Xt),)
+    assert np.all(mi >= 0) and np.all(mi <= h + 1e-12)
+    assert np.all(mi <= np.log(fitted.n_predict_samples) + 1e-12)
     elbo = fitted.elbo(Xt, yt)
     assert np.isfinite(elbo) and elbo < 0.0
 

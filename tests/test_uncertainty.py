@@ -94,19 +94,24 @@ def test_path_entropy_of_the_crf_is_that_of_its_path_distribution(data):
                   <= crf.predict_uncertainty(X_te, per="sequence") + 1e-12)
 
 
-def test_path_entropy_of_the_gp_estimates_that_of_its_predictive_paths(data):
+@pytest.mark.parametrize("mixture", [False, True], ids=["weight_space", "two_components"])
+def test_path_entropy_of_the_gp_estimates_that_of_its_predictive_paths(data, mixture):
     """One sampled path per posterior draw: unbiased for the entropy of the
     draws' mean path distribution (``predict_path_proba``), within 4
-    standard errors of ``-log p(path)`` over its ``n_predict_samples``."""
+    standard errors of ``-log p(path)`` over its ``n_predict_samples``
+    (per mixture component)."""
     X_tr, y_tr, X_te, _ = data
-    gp = _gp(X_tr[:10], y_tr[:10])
+    kw = ({"approximation": "inducing", "n_components": 2, "n_inducing": 20, "max_iter": 30}
+          if mixture else {})
+    gp = _gp(X_tr[:10], y_tr[:10], **kw)
+    n_draws = gp.n_predict_samples * len(gp.weights_)
     short = [x[:4] for x in X_te[:6]]
     H = gp.predict_uncertainty(short, per="path")
     for h, x in zip(H, short):
         p = _enumerated_path_proba(gp, x)
         assert_allclose(p.sum(), 1.0, rtol=1e-9)
         want = -np.sum(p * np.log(p))
-        se = np.sqrt(np.sum(p * np.log(p) ** 2) - want ** 2) / np.sqrt(gp.n_predict_samples)
+        se = np.sqrt(np.sum(p * np.log(p) ** 2) - want ** 2) / np.sqrt(n_draws)
         assert abs(h - want) <= 4 * se, (h, want, se)
 
 

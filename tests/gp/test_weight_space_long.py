@@ -393,6 +393,11 @@ def test_long_predictions_do_not_depend_on_batch_jobs_or_sparsity(monkeypatch):
     for kind in ("entropy", "mutual_information", "marginal_std"):
         u = est.predict_uncertainty(X_new, kind=kind)
         assert all(np.all(np.isfinite(a)) for a in u)
+    for kind in ("entropy", "mutual_information"):  # long ones sampled in weight space
+        u = est.predict_uncertainty(X_new, kind=kind, per="path")
+        assert u.shape == (4,) and np.all(np.isfinite(u)) and np.all(u >= 0)
+        assert_array_equal(u[::-1], est.predict_uncertainty(X_new[::-1], kind=kind,
+                                                            per="path"))
     assert_array_equal(np.concatenate(est.predict(X_new)),
                        np.concatenate(est.predict(X_new)))
 
