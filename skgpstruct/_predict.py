@@ -254,8 +254,9 @@ class PredictMixin:
             sampled per posterior draw), ``"mutual_information"`` the mutual
             information between the label sequence and the posterior (the
             BALD score of the sequence; tokens whose doubts go together
-            count once), estimated from the same paths, at most ``log
-            n_predict_samples``. Not for ``"marginal_std"``.
+            count once), estimated from the same paths (at most ``log
+            n_predict_samples`` with one mixture component). Not for
+            ``"marginal_std"``.
 
         Returns
         -------
