@@ -12,34 +12,22 @@ import numpy as np
 from scipy.special import logsumexp
 from sklearn.utils import check_random_state
 
+from ._utils import check_labels, check_potentials
 from .exact import forward_log, log_partition, marginals
 
 __all__ = ["sample_paths", "path_entropy", "paths_log_likelihood", "mixture_path_entropy"]
 
 
 def _batched(U, B, start, end):
-    """``U`` (S, T, V); ``B`` and ``start`` / ``end`` as given (checked,
-    for the kernels) and as (S, V, V) / (S, V) views for indexing (or
-    None); whether ``U`` came without a batch axis."""
-    U = np.asarray(U, dtype=np.float64)
-    single = U.ndim == 2
-    if single:
-        U = U[None]
-    if U.ndim != 3 or U.shape[1] < 1:
-        raise ValueError(f"U must have shape (T, V) or (S, T, V) with T >= 1, got {U.shape}.")
-    S, _, V = U.shape
-    B = np.asarray(B, dtype=np.float64)
-    if B.shape not in ((V, V), (S, V, V)):
-        raise ValueError(f"B must have shape ({V}, {V}) or ({S}, {V}, {V}), got {B.shape}.")
-    given, views = [B], [np.broadcast_to(B, (S, V, V))]
-    for name, v in (("start", start), ("end", end)):
-        if v is not None:
-            v = np.asarray(v, dtype=np.float64)
-            if v.shape not in ((V,), (S, V)):
-                raise ValueError(f"{name} must have shape ({V},) or ({S}, {V}), got {v.shape}.")
-        given.append(v)
-        views.append(None if v is None else np.broadcast_to(v, (S, V)))
-    return U, given, views, single
+    """The potentials checked by :func:`check_potentials` (``U`` as (S, T,
+    V), the rest with a leading axis of 1 or S, zeros for a missing start /
+    end), those as (S, V, V) / (S, V) views for indexing, and whether ``U``
+    came without a batch axis."""
+    U3, B3, st, en, batched = check_potentials(U, B, start, end)
+    S, _, V = U3.shape
+    views = (np.broadcast_to(B3, (S, V, V)), np.broadcast_to(st, (S, V)),
+             np.broadcast_to(en, (S, V)))
+    return U3, (B3, st, en), views, not batched
 
 
 def sample_paths(U, B, start=None, end=None, *, random_state=None):
@@ -121,11 +109,9 @@ def path_entropy(U, B, start=None, end=None):
     def expected(p, score):  # 0 * -inf = 0: a forbidden label has p = 0
         return p * np.where(p > 0, score, 0.0)
 
-    mean_score = expected(unary, U).sum(axis=(1, 2)) + expected(pairwise, B).sum(axis=(1, 2))
-    if start is not None:
-        mean_score += expected(unary[:, 0], start).sum(axis=1)
-    if end is not None:
-        mean_score += expected(unary[:, -1], end).sum(axis=1)
+    mean_score = (expected(unary, U).sum(axis=(1, 2)) + expected(pairwise, B).sum(axis=(1, 2))
+                  + expected(unary[:, 0], start).sum(axis=1)
+                  + expected(unary[:, -1], end).sum(axis=1))
     out = np.maximum(log_z - mean_score, 0.0)  # rounding: a sure path has H = 0
     return float(out[0]) if single else out
 
@@ -157,9 +143,7 @@ def paths_log_likelihood(U, B, paths, start=None, end=None):
     paths = np.asarray(paths)
     if paths.ndim != 2 or paths.shape[1] != T:
         raise ValueError(f"paths must have shape (n_paths, {T}), got {paths.shape}.")
-    if paths.size and (paths.min() < 0 or paths.max() >= V
-                       or not np.issubdtype(paths.dtype, np.integer)):
-        raise ValueError(f"paths must hold integer labels in [0, {V}).")
+    paths = check_labels(paths.ravel(), paths.size, V, name="paths").reshape(paths.shape)
     log_z = np.asarray(log_partition(U, *given), dtype=np.float64).reshape(S)
     out = np.empty((S, paths.shape[0]))
     steps = np.arange(T)
@@ -169,10 +153,7 @@ def paths_log_likelihood(U, B, paths, start=None, end=None):
         score = U[:, steps[None, :], y].sum(axis=2)  # (S, chunk)
         if T > 1:
             score += B[:, y[:, :-1], y[:, 1:]].sum(axis=2)
-        if start is not None:
-            score += start[:, y[:, 0]]
-        if end is not None:
-            score += end[:, y[:, -1]]
+        score += start[:, y[:, 0]] + end[:, y[:, -1]]
         out[:, a : a + chunk] = score
     with np.errstate(invalid="ignore"):  # -inf - -inf: every path forbidden
         out = np.where(np.isneginf(out), -np.inf, out - log_z[:, None])
