@@ -247,6 +247,26 @@ def _reach(sizes, curve, target):
     return None
 
 
+def _paired_note(sizes, per_fold, strategies):
+    """Per model-based strategy and size, the paired difference of the GP's
+    error to its error after ``sizes[-1]`` random sentences in the same run
+    (fold and seed), as mean +- standard error over the runs: the noise of
+    the "reaches at" comparison."""
+    parts = []
+    for s in strategies:
+        if s == "random":
+            continue
+        diff = np.array([np.asarray(c[s]["GPStructTagger"])
+                         - c["random"]["GPStructTagger"][-1] for c in per_fold.values()])
+        se = (diff.std(axis=0, ddof=1) / np.sqrt(len(diff)) if len(diff) > 1
+              else np.full(diff.shape[1], np.nan))
+        parts.append(f"{s}: " + ", ".join(
+            f"{n} {m:+.2f} +- {e:.2f}" for n, m, e in zip(sizes, diff.mean(axis=0), se)))
+    return (f"GPStructTagger's error minus its error after {sizes[-1]} random sentences "
+            f"in the same run, by labelled sentences (mean +- standard error over the "
+            f"{len(per_fold)} runs): " + "; ".join(parts) + ".")
+
+
 def _plot(sizes, means, stds, path, strategies, models):
     try:
         import matplotlib
@@ -333,6 +353,8 @@ def main(argv=None):
             f"GPStructTagger's error after {sizes[-1]} random sentences: {target:.2f} %. "
             "Sentences each strategy needs to reach it (mean curves, GPStructTagger): "
             + ", ".join(f"{s} {reach[s]}" for s in strategies) + ".")
+        print(notes[-1])
+        notes.append(_paired_note(sizes, per_fold, strategies))
         print(notes[-1])
     write_results(args.name, rows, ["strategy", "model"] + [str(n) for n in sizes],
                   title=f"Active learning on {title}", notes=notes,
