@@ -62,6 +62,14 @@ class GPPredictMixin:
         coupled posterior (sampled as one block, label-major, as in
         training), or a weight-space factorisation of a long sequence
         (``factored``: sampled in weight space)."""
+        F, B, factored = self._posterior_draws(b_n, Sigma_n, seed)
+        s = self._potential_scale
+        if s != 1.0:  # TemperatureScaledTagger: every draw's potentials scaled
+            F, B = s * F, s * B
+        return F, B, factored
+
+    def _posterior_draws(self, b_n, Sigma_n, seed):
+        """The draws of :meth:`_draw_potentials` before ``_potential_scale``."""
         K, T, V = b_n.shape
         if isinstance(Sigma_n, WeightSpaceCovariance):
             F, B = Sigma_n.sample_potentials(b_n, self.transition_mean_,
@@ -180,7 +188,8 @@ class GPPredictMixin:
     def _decode_potentials(self, data):
         """Posterior-mean potentials (the ``"viterbi"`` decoder)."""
         b, _ = self._sequence_moments(data)
-        return np.tensordot(self.weights_, b, axes=1), self.transition_mean_
+        s = self._potential_scale
+        return s * np.tensordot(self.weights_, b, axes=1), s * self.transition_mean_
 
     def elbo(self, X, y):
         """Evidence lower bound of the fitted posterior on ``(X, y)``.

@@ -53,6 +53,13 @@ def renormalize_rows(unary):
 class PredictMixin:
     """Prediction methods of the sequence taggers (module docstring)."""
 
+    #: Factor on every potential at prediction time (``1 / temperature``):
+    #: 1 for a tagger as fitted; :class:`~skgpstruct.calibration.TemperatureScaledTagger`
+    #: sets it on its own fitted copy. Each tagger applies it where its
+    #: prediction potentials are made (``_decode_potentials`` and the
+    #: marginals' potentials), so that every prediction method agrees.
+    _potential_scale = 1.0
+
     def _check_X(self, X):
         check_is_fitted(self, self._fitted_attribute)
         return SequenceData.from_sequences(X, n_features=self.n_features_in_)

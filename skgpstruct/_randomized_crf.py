@@ -624,17 +624,28 @@ class RandomizedCRFTagger(SequenceTaggerMixin, RowSparseAdaGradMixin, BaseEstima
         return "viterbi" if self.beam_size is None else "beam"
 
     def _decode_potentials(self, data):
-        return self._unary(data), self._transition_spec()
+        return self._scaled_potentials(data)
+
+    def _scaled_potentials(self, data):
+        """Prediction potentials ``(U, transitions)``: the fitted ones times
+        ``_potential_scale`` (the low-rank factors' product scaled through
+        its left factor)."""
+        U, spec, s = self._unary(data), self._transition_spec(), self._potential_scale
+        if s == 1.0:
+            return U, spec
+        if isinstance(spec, tuple):
+            return s * U, (s * spec[0], spec[1])
+        return s * U, s * spec
 
     def _token_marginals(self, data):
         """Exact (or beam-restricted) marginals of every sequence of ``data``."""
-        U = self._unary(data)
+        U, spec = self._scaled_potentials(data)
         if self.beam_size is None:
             backend = self._predict_backend()
-            unary, _ = backend.marginals_ragged(U, data.lengths, self._dense_transitions())
+            dense = spec if not isinstance(spec, tuple) else spec[0] @ spec[1].T
+            unary, _ = backend.marginals_ragged(U, data.lengths, dense)
             # long chains drift from sum 1 (see renormalize_rows): 2e-12 after
             return data.split(renormalize_rows(unary))
-        spec = self._transition_spec()
         if isinstance(spec, tuple):
             spec = rdp.LowRankTransitions(*spec)
         out = []

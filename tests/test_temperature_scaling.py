@@ -1,0 +1,284 @@
+"""TemperatureScaledTagger and the taggers' potential scale
+(``skgpstruct.calibration``).
+
+- the scale hook: a CRF with its potentials scaled is the CRF with its
+  weights scaled (marginals, path probabilities, path entropy; full and
+  low-rank transitions), its marginals match brute-force enumeration of
+  ``exp(s * score)``, and a GP's scaled marginals are the average of the
+  forward-backward marginals of its scaled posterior draws;
+- the search: a CRF whose potentials are a known multiple of the model
+  that generated the held-out labels gets that multiple back as its
+  temperature (within a tolerance far below the multiples tested);
+- the chosen temperature is a local minimum of the held-out log loss and
+  no worse than 1;
+- sklearn conventions, prefit mode, Pipelines and bad input.
+"""
+
+import copy
+import itertools
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.pipeline import Pipeline
+from sklearn.utils.estimator_checks import (
+    check_get_params_invariance,
+    check_no_attributes_set_in_init,
+    check_parameters_default_constructible,
+    check_set_params,
+)
+
+from skgpstruct import GPStructTagger, RandomizedCRFTagger, chain
+from skgpstruct.calibration import TemperatureScaledTagger
+from skgpstruct.datasets import make_chain_data
+from skgpstruct.features import SequenceVectorizer
+from skgpstruct.metrics import marginal_log_loss
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_chain_data(n_sequences=80, n_classes=3, n_features=6, noise=1.0,
+                           random_state=3)[:2]
+    return X[:50], y[:50], X[50:], y[50:]
+
+
+def _crf(**kw):
+    return RandomizedCRFTagger(n_top=None, c2=0.1, random_state=0, **kw)
+
+
+def _scaled_copy(crf, s):
+    out = copy.deepcopy(crf)
+    out._potential_scale = s
+    return out
+
+
+@pytest.mark.parametrize("transitions", ["full", "low_rank"])
+def test_crf_scale_is_the_crf_with_scaled_weights(data, transitions):
+    X_tr, y_tr, X_te, _ = data
+    kw = {"transitions": transitions, "rank": 2} if transitions == "low_rank" else {}
+    crf = _crf(**kw).fit(X_tr, y_tr)
+    s = 2.5
+    weights = copy.deepcopy(crf)
+    weights.coef_ = s * crf.coef_
+    weights.intercept_ = s * crf.intercept_
+    if transitions == "full":
+        weights.transition_ = s * crf.transition_
+    else:
+        weights.transition_left_ = s * crf.transition_left_
+    scaled = _scaled_copy(crf, s)
+    for a, b in zip(scaled.predict_marginals(X_te), weights.predict_marginals(X_te)):
+        assert_allclose(a, b, rtol=1e-10, atol=1e-13)
+    assert_allclose(scaled.predict_path_proba(X_te, log=True),
+                    weights.predict_path_proba(X_te, log=True), rtol=1e-10)
+    assert_allclose(scaled.predict_uncertainty(X_te, per="path"),
+                    weights.predict_uncertainty(X_te, per="path"), rtol=1e-10)
+    # the scale changed something, and the Viterbi paths did not change
+    assert not np.allclose(scaled.predict_marginals(X_te)[0], crf.predict_marginals(X_te)[0])
+    for a, b in zip(scaled.predict(X_te), crf.predict(X_te)):
+        assert_array_equal(a, b)
+
+
+def test_crf_scaled_marginals_by_enumeration(data):
+    X_tr, y_tr, X_te, _ = data
+    crf = _crf().fit(X_tr, y_tr)
+    s = 0.4
+    x = X_te[0][:4]
+    U = x @ crf.coef_ + crf.intercept_
+    B = crf.transition_
+    T, V = U.shape
+    expected = np.zeros((T, V))
+    for path in itertools.product(range(V), repeat=T):
+        score = sum(U[t, path[t]] for t in range(T)) + sum(
+            B[path[t - 1], path[t]] for t in range(1, T))
+        w = np.exp(s * score)
+        for t in range(T):
+            expected[t, path[t]] += w
+    expected /= expected.sum(axis=1, keepdims=True)
+    assert_allclose(_scaled_copy(crf, s).predict_marginals([x])[0], expected, rtol=1e-10)
+
+
+@pytest.mark.parametrize("approximation", ["features", "inducing"])
+def test_gp_scaled_marginals_average_the_scaled_draws(data, approximation):
+    X_tr, y_tr, X_te, _ = data
+    gp = GPStructTagger(approximation=approximation, kernel_variance=1.0,
+                        n_inducing=10, n_samples=8, n_predict_samples=16, max_iter=20,
+                        random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gp.fit(X_tr[:20], y_tr[:20])
+    s = 1.7
+    scaled = _scaled_copy(gp, s)
+    got = scaled.predict_marginals(X_te[:3])
+    # reference: the unscaled posterior draws, scaled, through forward-backward
+    from skgpstruct._sequences import SequenceData
+
+    d = SequenceData.from_sequences(X_te[:3], n_features=gp.n_features_in_)
+    b, Sigma = gp._sequence_moments(d)
+    seeds = gp._seeds(d)
+    for i in range(3):
+        b_n = b[:, d.offsets[i]: d.offsets[i + 1]]
+        F, Bd, _ = gp._posterior_draws(b_n, Sigma[i], seeds[i])
+        ref = sum(w * chain.marginals(s * F[0, k], s * Bd[0, k])[0].mean(axis=0)
+                  for k, w in enumerate(gp.weights_))
+        assert_allclose(got[i], ref, rtol=1e-10, atol=1e-13)
+    assert not np.allclose(got[0], gp.predict_marginals(X_te[:1])[0])
+
+
+def _sampled_labels(crf, X, factor, seed):
+    """Labels drawn from the CRF whose potentials are ``factor`` times
+    ``crf``'s."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for x in X:
+        U = factor * (x @ crf.coef_ + crf.intercept_)
+        path = chain.sample_paths(U, factor * crf.transition_, random_state=rng)
+        out.append(crf.classes_[path])
+    return out
+
+
+@pytest.mark.parametrize("multiple", [3.0, 0.4])
+def test_temperature_recovers_a_known_over_or_under_confidence(multiple):
+    """A model whose potentials are ``multiple`` times those of the model
+    the labels come from is calibrated by ``tau = multiple``."""
+    X, y = make_chain_data(n_sequences=60, n_classes=3, n_features=6, noise=1.0,
+                           random_state=5)[:2]
+    truth = _crf().fit(X, y)
+    X_held = make_chain_data(n_sequences=400, n_classes=3, n_features=6, noise=1.0,
+                             random_state=6)[0]
+    y_held = _sampled_labels(truth, X_held, 1.0, seed=7)
+    wrong = copy.deepcopy(truth)
+    wrong.coef_ = multiple * truth.coef_
+    wrong.intercept_ = multiple * truth.intercept_
+    wrong.transition_ = multiple * truth.transition_
+    ts = TemperatureScaledTagger(wrong, cv="prefit").fit(X_held, y_held)
+    # about 5,000 tokens: the log-loss minimiser is within a few percent
+    assert abs(np.log(ts.temperature_ / multiple)) < 0.1
+    before, after = ts.calibration_log_loss_
+    assert after < before - 0.01
+    # the prefit estimator itself is left as it was
+    assert wrong._potential_scale == 1.0
+    assert_allclose(wrong.coef_, multiple * truth.coef_)
+    # a scale already set (a scaled tagger scaled again) composes
+    hacked = _scaled_copy(truth, multiple)
+    again = TemperatureScaledTagger(hacked, cv="prefit").fit(X_held, y_held)
+    assert again.temperature_ == pytest.approx(ts.temperature_, rel=1e-3)
+    assert hacked._potential_scale == multiple
+    assert again.estimator_._potential_scale == pytest.approx(
+        multiple / again.temperature_)
+
+
+def test_chosen_temperature_is_a_local_minimum(data):
+    X_tr, y_tr, X_te, y_te = data
+    crf = RandomizedCRFTagger(n_top=None, c2=0.001, random_state=0).fit(X_tr, y_tr)
+    ts = TemperatureScaledTagger(crf, cv="prefit").fit(X_te, y_te)
+
+    def loss(tau):
+        m = _scaled_copy(crf, 1.0 / tau)
+        return marginal_log_loss(y_te, m.predict_marginals(X_te), labels=crf.classes_)
+
+    tau = ts.temperature_
+    assert_allclose(loss(tau), ts.calibration_log_loss_[1], rtol=1e-10)
+    assert_allclose(loss(1.0), ts.calibration_log_loss_[0], rtol=1e-10)
+    assert loss(tau) <= loss(1.0)
+    assert loss(tau) <= loss(tau * 1.05) and loss(tau) <= loss(tau / 1.05)
+    # and the fitted tagger predicts with it
+    assert_allclose(np.concatenate(ts.predict_marginals(X_te)),
+                    np.concatenate(_scaled_copy(crf, 1.0 / tau).predict_marginals(X_te)),
+                    rtol=1e-12)
+
+
+def test_cross_validated_fit(data):
+    X_tr, y_tr, X_te, y_te = data
+    crf = RandomizedCRFTagger(n_top=None, c2=0.001, random_state=0)
+    ts = TemperatureScaledTagger(crf, cv=3).fit(X_tr, y_tr)
+    assert 0.05 <= ts.temperature_ <= 20.0
+    assert ts.calibration_log_loss_[1] <= ts.calibration_log_loss_[0]
+    # the final tagger is the estimator fitted on all the data, scaled
+    full = clone(crf).fit(X_tr, y_tr)
+    assert_allclose(ts.estimator_.coef_, full.coef_)
+    assert ts.estimator_._potential_scale == pytest.approx(1.0 / ts.temperature_)
+    assert crf._potential_scale == 1.0 and not hasattr(crf, "coef_")
+    assert_array_equal(ts.classes_, full.classes_)
+    assert ts.n_features_in_ == full.n_features_in_
+    # deterministic
+    again = TemperatureScaledTagger(crf, cv=3).fit(X_tr, y_tr)
+    assert again.temperature_ == ts.temperature_
+    # the methods of the tagger, scaled
+    assert ts.score(X_te, y_te) == pytest.approx(full.score(X_te, y_te))
+    assert len(ts.predict_path_proba(X_te)) == len(X_te)
+    assert len(ts.predict_uncertainty(X_te, "entropy", per="sequence")) == len(X_te)
+    d = ts.predict_marginals(X_te[:1], output="dict")[0][0]
+    assert set(d) == set(full.classes_.tolist())
+    restored = pickle.loads(pickle.dumps(ts))
+    assert_allclose(np.concatenate(restored.predict_proba(X_te)),
+                    np.concatenate(ts.predict_proba(X_te)))
+
+
+def test_gp_smoke(data):
+    X_tr, y_tr, X_te, _ = data
+    gp = GPStructTagger(kernel_variance=1.0, n_samples=4, n_predict_samples=16,
+                        max_iter=15, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        ts = TemperatureScaledTagger(gp, cv=2).fit(X_tr[:24], y_tr[:24])
+    mi = ts.predict_uncertainty(X_te[:4], "mutual_information", per="path")
+    assert mi.shape == (4,) and np.all(mi >= 0)
+    assert ts.estimator_._potential_scale == pytest.approx(1.0 / ts.temperature_)
+
+
+def test_sklearn_conventions(data):
+    X_tr, y_tr, _, _ = data
+    name = "TemperatureScaledTagger"
+    est = TemperatureScaledTagger(_crf(), cv=2)
+    check_no_attributes_set_in_init(name, est)
+    check_parameters_default_constructible(name, TemperatureScaledTagger())
+    check_get_params_invariance(name, est)
+    check_set_params(name, est)
+    assert clone(est).get_params()["estimator"].get_params() == _crf().get_params()
+    with pytest.raises(NotFittedError):
+        est.predict(X_tr)
+    # the default estimator is the plain CRF
+    default = TemperatureScaledTagger(cv=2).fit(X_tr[:20], y_tr[:20])
+    assert isinstance(default.estimator_, RandomizedCRFTagger)
+    scores = cross_val_score(est, X_tr, y_tr, cv=KFold(2))
+    assert np.all(scores > 0.5)
+    grid = GridSearchCV(est, {"estimator__c2": [0.01, 1.0]}, cv=KFold(2)).fit(X_tr, y_tr)
+    assert grid.best_params_["estimator__c2"] in (0.01, 1.0)
+
+
+def test_pipeline_estimator():
+    sentences = [["the", "cat", "sat"], ["a", "dog", "ran", "off"], ["the", "dog", "sat"],
+                 ["a", "cat", "ran"], ["the", "cat", "ran", "off"], ["a", "dog", "sat"]] * 3
+    words = [[{"w": w} for w in sent] for sent in sentences]
+    tags = [["D", "N", "V"], ["D", "N", "V", "P"], ["D", "N", "V"], ["D", "N", "V"],
+            ["D", "N", "V", "P"], ["D", "N", "V"]] * 3
+    pipe = Pipeline([("vec", SequenceVectorizer()), ("tagger", _crf())])
+    ts = TemperatureScaledTagger(pipe, cv=3).fit(words, tags)
+    assert ts.estimator_[-1]._potential_scale == pytest.approx(1.0 / ts.temperature_)
+    proba = ts.predict_marginals(words[:2])
+    assert_allclose(proba[0].sum(axis=1), 1.0)
+    assert ts.predict(words[:1])[0].tolist() == ["D", "N", "V"]
+    assert not hasattr(ts, "predict_path_proba")  # a Pipeline does not route it
+
+
+def test_bad_input(data):
+    X_tr, y_tr, _, _ = data
+    with pytest.raises(TypeError, match="skgpstruct tagger"):
+        TemperatureScaledTagger(LogisticRegression(), cv=2).fit(X_tr, y_tr)
+    with pytest.raises(NotFittedError):
+        TemperatureScaledTagger(_crf(), cv="prefit").fit(X_tr, y_tr)
+    for bad in [(1.0, 0.5), (0.0, 2.0), (0.1,), (0.1, np.inf)]:
+        with pytest.raises(ValueError, match="temperature_range"):
+            TemperatureScaledTagger(_crf(), temperature_range=bad).fit(X_tr, y_tr)
+    with pytest.raises(ValueError, match="different numbers of sequences"):
+        TemperatureScaledTagger(_crf(), cv=2).fit(X_tr, y_tr[:-1])
+    with pytest.raises(ValueError, match="only 2 sequences"):
+        TemperatureScaledTagger(_crf(), cv=3).fit(X_tr[:2], y_tr[:2])
+    with pytest.raises(ValueError):
+        TemperatureScaledTagger(_crf(), cv="later").fit(X_tr, y_tr)
