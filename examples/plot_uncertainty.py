@@ -6,8 +6,11 @@ Uncertainty and calibration
 How well do the token marginals of the two taggers match how often they are
 right? A reliability diagram bins the tokens by the tagger's confidence (its
 largest marginal) and compares each bin's confidence with its accuracy;
-:mod:`skgpstruct.metrics` gives the summary numbers. Then the GP's
-uncertainty is used to abstain on the tokens it is least sure about.
+:mod:`skgpstruct.metrics` gives the summary numbers. A CRF with a weak
+penalty is over-confident; :class:`~skgpstruct.calibration.TemperatureScaledTagger`
+divides its potentials by a temperature chosen on held-out folds. Then the
+taggers' uncertainty is used to abstain on the tokens they are least sure
+about, and the GP's is split into its parts.
 """
 
 import warnings
@@ -17,6 +20,7 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
+from skgpstruct.calibration import TemperatureScaledTagger
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.metrics import (
     expected_calibration_error,
@@ -33,7 +37,9 @@ X, y = make_chain_data(n_sequences=260, n_classes=5, n_features=10, noise=1.0,
 X_train, y_train, X_test, y_test = X[:60], y[:60], X[60:], y[60:]
 
 taggers = {
-    "CRF (c2=0.1)": RandomizedCRFTagger(c2=0.1, random_state=0),
+    "CRF (c2=0.01)": RandomizedCRFTagger(c2=0.01, random_state=0),
+    "CRF, scaled": TemperatureScaledTagger(RandomizedCRFTagger(c2=0.01, random_state=0),
+                                           cv=3),
     "GPStructTagger": GPStructTagger(random_state=0),
 }
 marginals = {}
@@ -49,6 +55,7 @@ for name, tagger in taggers.items():
           f"log loss {marginal_log_loss(y_test, P, labels=labels):.3f}  "
           f"Brier {marginal_brier_score(y_test, P, labels=labels):.3f}  "
           f"ECE {100 * expected_calibration_error(y_test, P, labels=labels):.2f} %")
+print(f"temperature of the scaled CRF: {taggers['CRF, scaled'].temperature_:.2f}")
 
 # %%
 # Reliability diagram
@@ -89,16 +96,17 @@ fig.tight_layout()
 # -------------------------
 # ``predict_uncertainty`` splits the GP's uncertainty: ``"entropy"`` is all
 # of it, ``"mutual_information"`` the part from not knowing the model
-# (epistemic), which more data would remove. Per sequence (summed over its
-# tokens) it is the score that active learning ranks unlabelled sentences by.
+# (epistemic), which more data would remove. With ``per="path"`` both are of
+# the whole label sequence, its labels taken jointly: the mutual information
+# of the path is the score that active learning ranks unlabelled sentences by.
 gp = taggers["GPStructTagger"]
-mutual_information = gp.predict_uncertainty(X_test, "mutual_information", per="sequence")
-entropy = gp.predict_uncertainty(X_test, "entropy", per="sequence")
+mutual_information = gp.predict_uncertainty(X_test, "mutual_information", per="path")
+entropy = gp.predict_uncertainty(X_test, "entropy", per="path")
 errors = np.array([np.sum(p != t) for p, t in zip(gp.predict(X_test), y_test)])
 fig, ax = plt.subplots(figsize=(5, 4))
 points = ax.scatter(entropy, mutual_information, c=errors, cmap="viridis", s=15)
 fig.colorbar(points, ax=ax, label="token errors in the sequence")
-ax.set_xlabel("entropy (nats, summed over tokens)")
-ax.set_ylabel("mutual information (nats)")
+ax.set_xlabel("entropy of the label path (nats)")
+ax.set_ylabel("mutual information of the path (nats)")
 fig.tight_layout()
 plt.show()
