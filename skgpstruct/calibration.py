@@ -51,6 +51,14 @@ def _set_scale(estimator, scale):
     _final_tagger(estimator)._potential_scale = float(scale)
 
 
+def _tagger_has(name):
+    """``available_if`` check: the (fitted, else given) estimator has ``name``."""
+    def check(self):
+        est = self.estimator_ if hasattr(self, "estimator_") else self._estimator()
+        return hasattr(est, name)
+    return check
+
+
 class _HeldOut:
     """Held-out sequences of one fitted estimator, and the marginal
     probabilities of their true labels at a given potential scale (a
@@ -255,12 +263,6 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
     # ------------------------------------------------------------ predict
     def _check_fitted(self):
         check_is_fitted(self, "estimator_")
-
-    def _tagger_has(name):  # noqa: N805 - a decorator factory of the class body
-        def check(self):
-            est = self.estimator_ if hasattr(self, "estimator_") else self._estimator()
-            return hasattr(est, name)
-        return check
 
     def predict(self, X):
         """Labels of the scaled tagger's decoder (Viterbi: as unscaled).
