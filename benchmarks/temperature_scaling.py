@@ -34,14 +34,12 @@ Usage::
 import argparse
 import os
 import sys
-import time
-import warnings
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import write_results  # noqa: E402
-from calibration import _scores  # noqa: E402
+from calibration import _fit_ours  # noqa: E402
 from gpstruct_table1 import _fold_data  # noqa: E402
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
@@ -52,13 +50,7 @@ METRICS = ["error %", "log loss", "Brier", "ECE %", "error % at 80 % coverage"]
 
 
 def _run(model, X_tr, y_tr, X_te, y_te):
-    t0 = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        model.fit(X_tr, y_tr)
-    fit_s = time.perf_counter() - t0
-    classes = model.classes_
-    out = _scores(y_te, model.predict(X_te), model.predict_marginals(X_te), classes, fit_s)
+    out = _fit_ours(model, X_tr, y_tr, X_te, y_te)
     out = {m: float(out[m]) for m in METRICS + ["fit s"]}
     out["temperature"] = float(getattr(model, "temperature_", 1.0)
                                if isinstance(model, TemperatureScaledTagger) else 1.0)

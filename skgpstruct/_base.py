@@ -354,6 +354,16 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
     return x
 
 
+def sequence_tags(tags):
+    """sklearn tags of an estimator whose ``X`` is a list of 2-D (sparse or
+    dense) sequences and whose ``y`` is required; deterministic."""
+    tags.input_tags.two_d_array = False
+    tags.input_tags.sparse = True
+    tags.target_tags.required = True
+    tags.non_deterministic = False
+    return tags
+
+
 class SequenceTaggerMixin(PredictMixin):
     """Mixin for estimators that label lists of sequences.
 
@@ -507,9 +517,4 @@ class SequenceTaggerMixin(PredictMixin):
 
     # --------------------------------------------------------------- predict
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.input_tags.sparse = True
-        tags.target_tags.required = True
-        tags.non_deterministic = False
-        return tags
+        return sequence_tags(super().__sklearn_tags__())

@@ -21,7 +21,8 @@ from .chain import log_likelihood, path_entropy
 from .chain.backend import get_backend
 from .metrics import flat_accuracy_score
 
-__all__ = ["PredictMixin", "entropy", "renormalize_rows"]
+__all__ = ["PredictMixin", "check_marginals_output", "entropy", "marginals_output",
+           "renormalize_rows"]
 
 
 def entropy(p):
@@ -48,6 +49,21 @@ def renormalize_rows(unary):
     total = unary.sum(axis=-1, keepdims=True)
     np.divide(unary, total, out=unary, where=total > 0)
     return unary
+
+
+def check_marginals_output(output):
+    """Refuse an ``output`` of ``predict_marginals`` other than "array" / "dict"."""
+    if output not in ("array", "dict"):
+        raise ValueError(f"output must be 'array' or 'dict', got {output!r}.")
+
+
+def marginals_output(marginals, classes, output):
+    """Marginals as arrays, or (``output="dict"``) sklearn-crfsuite's one
+    ``{label: p}`` dict per token, labels as Python scalars."""
+    if output == "array":
+        return marginals
+    labels = classes.tolist()
+    return [[dict(zip(labels, row.tolist())) for row in m] for m in marginals]
 
 
 class PredictMixin:
@@ -123,13 +139,9 @@ class PredictMixin:
         >>> sorted(crf.predict_marginals(X[:1], output="dict")[0][0])
         [0, 1]
         """
-        if output not in ("array", "dict"):
-            raise ValueError(f"output must be 'array' or 'dict', got {output!r}.")
-        marginals = self._token_marginals(self._check_X(X))
-        if output == "array":
-            return marginals
-        labels = self.classes_.tolist()
-        return [[dict(zip(labels, row.tolist())) for row in m] for m in marginals]
+        check_marginals_output(output)
+        return marginals_output(self._token_marginals(self._check_X(X)), self.classes_,
+                                output)
 
     def predict_proba(self, X):
         """Per-token label marginals, the same as :meth:`predict_marginals`.

@@ -29,7 +29,8 @@ from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ._predict import PredictMixin
+from ._base import sequence_tags
+from ._predict import PredictMixin, check_marginals_output, marginals_output
 from .metrics import flat_accuracy_score
 
 __all__ = ["TemperatureScaledTagger"]
@@ -313,13 +314,8 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
         self._check_fitted()
         if hasattr(self.estimator_, "predict_marginals"):
             return self.estimator_.predict_marginals(X, output=output)
-        if output not in ("array", "dict"):
-            raise ValueError(f"output must be 'array' or 'dict', got {output!r}.")
-        marginals = self.estimator_.predict_proba(X)
-        if output == "array":
-            return marginals
-        labels = self.classes_.tolist()
-        return [[dict(zip(labels, row.tolist())) for row in m] for m in marginals]
+        check_marginals_output(output)  # a Pipeline: its predict_proba
+        return marginals_output(self.estimator_.predict_proba(X), self.classes_, output)
 
     @available_if(_tagger_has("predict_path_proba"))
     def predict_path_proba(self, X, y=None, *, log=False):
@@ -380,9 +376,4 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
         return flat_accuracy_score(y, self.predict(X))
 
     def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.two_d_array = False
-        tags.input_tags.sparse = True
-        tags.target_tags.required = True
-        tags.non_deterministic = False
-        return tags
+        return sequence_tags(super().__sklearn_tags__())
