@@ -22,6 +22,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from threadpoolctl import threadpool_limits
 
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
+from ._decoders import _dense
 from ._parallel import map_chunks
 from ._sequences import SequenceData
 from ._rdp_sparse import RowSparseAdaGradMixin
@@ -624,9 +625,6 @@ class RandomizedCRFTagger(SequenceTaggerMixin, RowSparseAdaGradMixin, BaseEstima
         return "viterbi" if self.beam_size is None else "beam"
 
     def _decode_potentials(self, data):
-        return self._scaled_potentials(data)
-
-    def _scaled_potentials(self, data):
         """Prediction potentials ``(U, transitions)``: the fitted ones times
         ``_potential_scale`` (the low-rank factors' product scaled through
         its left factor)."""
@@ -639,11 +637,10 @@ class RandomizedCRFTagger(SequenceTaggerMixin, RowSparseAdaGradMixin, BaseEstima
 
     def _token_marginals(self, data):
         """Exact (or beam-restricted) marginals of every sequence of ``data``."""
-        U, spec = self._scaled_potentials(data)
+        U, spec = self._decode_potentials(data)
         if self.beam_size is None:
             backend = self._predict_backend()
-            dense = spec if not isinstance(spec, tuple) else spec[0] @ spec[1].T
-            unary, _ = backend.marginals_ragged(U, data.lengths, dense)
+            unary, _ = backend.marginals_ragged(U, data.lengths, _dense(spec))
             # long chains drift from sum 1 (see renormalize_rows): 2e-12 after
             return data.split(renormalize_rows(unary))
         if isinstance(spec, tuple):
