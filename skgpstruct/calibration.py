@@ -201,6 +201,11 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
         low, high = self._check_range()
         estimator = self._estimator()
         _final_tagger(estimator)
+        if not (hasattr(X, "__len__") and hasattr(y, "__len__")):
+            raise TypeError(
+                "X and y must be lists (or tuples) of sequences, got "
+                f"{type(X).__name__} and {type(y).__name__}."
+            )
         if len(X) != len(y):
             raise ValueError(
                 f"X and y have different numbers of sequences: {len(X)} and {len(y)}."
@@ -253,9 +258,9 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
                               options={"xatol": 1e-3})
         log_tau, value = (res.x, res.fun) if res.fun <= values[best] else (grid[best],
                                                                             values[best])
-        # tau = 1 only if it is no worse than the search's optimum
-        at_one = loss(0.0) if low <= 1.0 <= high else float("nan")
-        if at_one <= value:
+        # tau = 1 (when in range) if it is no worse than the search's optimum
+        at_one = loss(0.0)
+        if low <= 1.0 <= high and at_one <= value:
             log_tau, value = 0.0, at_one
         for h in held:
             _set_scale(h.estimator, h.base)

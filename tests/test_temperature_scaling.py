@@ -282,3 +282,14 @@ def test_bad_input(data):
         TemperatureScaledTagger(_crf(), cv=3).fit(X_tr[:2], y_tr[:2])
     with pytest.raises(ValueError):
         TemperatureScaledTagger(_crf(), cv="later").fit(X_tr, y_tr)
+    with pytest.raises(TypeError, match="lists"):
+        TemperatureScaledTagger(_crf(), cv=2).fit(iter(X_tr), y_tr)
+
+
+def test_range_without_one(data):
+    """The search stays in the range; the loss at 1 is still reported."""
+    X_tr, y_tr, X_te, y_te = data
+    crf = RandomizedCRFTagger(n_top=None, c2=0.001, random_state=0).fit(X_tr, y_tr)
+    ts = TemperatureScaledTagger(crf, cv="prefit", temperature_range=(1.5, 3.0)).fit(X_te, y_te)
+    assert 1.5 <= ts.temperature_ <= 3.0
+    assert np.isfinite(ts.calibration_log_loss_[0])
