@@ -3,9 +3,10 @@
 
 - the scale hook: a CRF with its potentials scaled is the CRF with its
   weights scaled (marginals, path probabilities, path entropy; full and
-  low-rank transitions), its marginals match brute-force enumeration of
-  ``exp(s * score)``, and a GP's scaled marginals are the average of the
-  forward-backward marginals of its scaled posterior draws;
+  low-rank transitions, beam marginals and decoding), its marginals match
+  brute-force enumeration of ``exp(s * score)``, and a GP's scaled
+  marginals are the average of the forward-backward marginals of its
+  scaled posterior draws;
 - the search: a CRF whose potentials are a known multiple of the model
   that generated the held-out labels gets that multiple back as its
   temperature (within a tolerance far below the multiples tested);
@@ -58,19 +59,20 @@ def _scaled_copy(crf, s):
     return out
 
 
-@pytest.mark.parametrize("transitions", ["full", "low_rank"])
+@pytest.mark.parametrize("transitions", ["full", "low_rank", "beam"])
 def test_crf_scale_is_the_crf_with_scaled_weights(data, transitions):
     X_tr, y_tr, X_te, _ = data
-    kw = {"transitions": transitions, "rank": 2} if transitions == "low_rank" else {}
+    kw = {"low_rank": {"transitions": "low_rank", "rank": 2},
+          "beam": {"beam_size": 2}}.get(transitions, {})
     crf = _crf(**kw).fit(X_tr, y_tr)
     s = 2.5
     weights = copy.deepcopy(crf)
     weights.coef_ = s * crf.coef_
     weights.intercept_ = s * crf.intercept_
-    if transitions == "full":
-        weights.transition_ = s * crf.transition_
-    else:
+    if transitions == "low_rank":
         weights.transition_left_ = s * crf.transition_left_
+    else:
+        weights.transition_ = s * crf.transition_
     scaled = _scaled_copy(crf, s)
     for a, b in zip(scaled.predict_marginals(X_te), weights.predict_marginals(X_te)):
         assert_allclose(a, b, rtol=1e-10, atol=1e-13)
