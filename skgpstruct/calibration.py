@@ -181,7 +181,7 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
             )
         return float(rng[0]), float(rng[1])
 
-    def fit(self, X, y):
+    def fit(self, X, y, groups=None):
         """Choose the temperature and fit the tagger.
 
         Parameters
@@ -191,6 +191,10 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
             sequences).
         y : list of array-like of shape (T_n,)
             Labels of each sequence.
+        groups : array-like of shape (n_sequences,), default=None
+            Group of each sequence (for instance its document), passed to
+            the splitter of ``cv`` (``GroupKFold``, ...); not allowed with
+            ``cv="prefit"``.
 
         Returns
         -------
@@ -210,6 +214,15 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
             raise ValueError(
                 f"X and y have different numbers of sequences: {len(X)} and {len(y)}."
             )
+        if groups is not None:
+            groups = np.asarray(groups)
+            if isinstance(self.cv, str):
+                raise ValueError('groups are for the splits of cv; cv="prefit" has none.')
+            if groups.shape != (len(X),):
+                raise ValueError(
+                    f"groups must have one entry per sequence ({len(X)}), got shape "
+                    f"{groups.shape}."
+                )
         if isinstance(self.cv, str):  # "prefit"
             check_is_fitted(_final_tagger(estimator), _final_tagger(estimator)._fitted_attribute)
             final = copy.deepcopy(estimator)
@@ -222,7 +235,7 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
                     "sequences."
                 )
             held = []
-            for train, test in cv.split(np.zeros(len(X))):
+            for train, test in cv.split(np.zeros(len(X)), groups=groups):
                 fold = clone(estimator).fit([X[i] for i in train], [y[i] for i in train])
                 held.append(_HeldOut(fold, [X[i] for i in test], [y[i] for i in test]))
             final = None

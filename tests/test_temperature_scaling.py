@@ -26,7 +26,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GridSearchCV, KFold, cross_val_score
+from sklearn.model_selection import GridSearchCV, GroupKFold, KFold, cross_val_score
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import (
     check_get_params_invariance,
@@ -267,6 +267,30 @@ def test_pipeline_estimator():
     assert_allclose(proba[0].sum(axis=1), 1.0)
     assert ts.predict(words[:1])[0].tolist() == ["D", "N", "V"]
     assert not hasattr(ts, "predict_path_proba")  # a Pipeline does not route it
+
+
+def test_groups_reach_the_splitter(data):
+    """``groups`` go to the splitter: the same temperature as the splits it
+    makes from them, given as an iterable; and not the group-blind one."""
+    X_tr, y_tr, _, _ = data
+    groups = np.arange(len(X_tr)) % 7  # e.g. the documents of the sequences
+    splits = list(GroupKFold(3).split(np.zeros(len(X_tr)), groups=groups))
+    for train, test in splits:
+        assert not set(groups[train]) & set(groups[test])
+    crf = RandomizedCRFTagger(n_top=None, c2=0.001, random_state=0)
+    by_groups = TemperatureScaledTagger(crf, cv=GroupKFold(3)).fit(X_tr, y_tr, groups=groups)
+    given = TemperatureScaledTagger(crf, cv=splits).fit(X_tr, y_tr)
+    assert by_groups.temperature_ == given.temperature_
+    assert by_groups.calibration_log_loss_ == given.calibration_log_loss_
+    plain = TemperatureScaledTagger(crf, cv=3).fit(X_tr, y_tr)
+    assert plain.calibration_log_loss_ != given.calibration_log_loss_
+    with pytest.raises(ValueError, match="groups"):  # sklearn's: GroupKFold needs them
+        TemperatureScaledTagger(crf, cv=GroupKFold(3)).fit(X_tr, y_tr)
+    with pytest.raises(ValueError, match="one entry per sequence"):
+        TemperatureScaledTagger(crf, cv=GroupKFold(3)).fit(X_tr, y_tr, groups=groups[:-1])
+    fitted = clone(crf).fit(X_tr, y_tr)
+    with pytest.raises(ValueError, match="prefit"):
+        TemperatureScaledTagger(fitted, cv="prefit").fit(X_tr, y_tr, groups=groups)
 
 
 def test_bad_input(data):
