@@ -28,7 +28,11 @@ Usage::
         [--features gpstruct crfpp] [--folds 0 1 2 3 4] [--c2 0.01 0.1 1 10]
         [--gp-features gpstruct] [--quick]
 
-``--quick`` runs fold 0 of basenp, papers' features.
+``--quick`` runs fold 0 of basenp, papers' features. The GP on the CRF++
+template (``benchmarks/results/temperature_scaling_crfpp_gp.md``)::
+
+    python benchmarks/temperature_scaling.py --features crfpp --gp-features crfpp \
+        --name temperature_scaling_crfpp_gp
 """
 
 import argparse

@@ -20,6 +20,7 @@ TITLES = {
     "calibration_basenp_inducing": "Calibration: base NP, inducing-point form",
     "calibration_basenp_coupled": "Calibration: base NP, coupled posterior",
     "temperature_scaling": "Temperature scaling of both taggers",
+    "temperature_scaling_crfpp_gp": "Temperature scaling: GPStructTagger on the CRF++ template",
     "active_learning": "Active learning",
     "active_learning_variants": "Active learning: batch and density-weighted token mutual information",
     "active_learning_ud": "Active learning on UD Hungarian UPOS",

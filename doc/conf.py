@@ -85,9 +85,10 @@ sphinx_gallery_conf = {
 suppress_warnings = []
 
 
-# Methods inherited from scikit-learn (get_params, set_output, ...) carry
-# :ref: roles to labels of scikit-learn's own site: keep their text only.
-_SKLEARN_REF = re.compile(r":ref:`(?:([^`<]*?)\s*<[^`>]+>|([^`]+))`")
+# Methods inherited from scikit-learn (get_params, set_output, the
+# set_fit_request of metadata routing, ...) carry :ref: and :term: roles to
+# labels and the glossary of scikit-learn's own site: keep their text only.
+_SKLEARN_REF = re.compile(r":(?:ref|term):`(?:([^`<]*?)\s*<[^`>]+>|([^`]+))`")
 
 
 def _fix_docstring(app, what, name, obj, options, lines):
