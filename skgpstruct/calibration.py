@@ -21,7 +21,6 @@ import copy
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import Parallel, delayed
 from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone
 from sklearn.model_selection import check_cv
@@ -47,10 +46,6 @@ def _final_tagger(estimator):
             f"{type(tagger).__name__}."
         )
     return tagger
-
-
-def _fit_clone(estimator, X, y):
-    return clone(estimator).fit(X, y)
 
 
 def _set_scale(estimator, scale):
@@ -115,10 +110,6 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
     temperature_range : tuple of float, default=(0.05, 20.0)
         The interval ``tau`` is searched in (on a log scale: a grid of 9
         points, then Brent's method around the best).
-    n_jobs : int, default=None
-        Number of jobs that fit the folds' clones of ``estimator`` in
-        parallel (joblib; None: 1 unless in a ``parallel_config`` context,
-        -1: all CPUs). The result does not depend on it.
 
     Attributes
     ----------
@@ -165,15 +156,12 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
         "estimator": [HasMethods(["fit", "predict_proba"]), None],
         "cv": ["cv_object", StrOptions({"prefit"})],
         "temperature_range": [tuple],
-        "n_jobs": [Integral, None],
     }
 
-    def __init__(self, estimator=None, *, cv=3, temperature_range=(0.05, 20.0),
-                 n_jobs=None):
+    def __init__(self, estimator=None, *, cv=3, temperature_range=(0.05, 20.0)):
         self.estimator = estimator
         self.cv = cv
         self.temperature_range = temperature_range
-        self.n_jobs = n_jobs
 
     def _estimator(self):
         if self.estimator is None:
@@ -246,13 +234,10 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
                     f"cv has {cv.get_n_splits()} folds but there are only {len(X)} "
                     "sequences."
                 )
-            splits = list(cv.split(np.zeros(len(X)), groups=groups))
-            folds = Parallel(n_jobs=self.n_jobs)(
-                delayed(_fit_clone)(estimator, [X[i] for i in train], [y[i] for i in train])
-                for train, _ in splits
-            )
-            held = [_HeldOut(fold, [X[i] for i in test], [y[i] for i in test])
-                    for fold, (_, test) in zip(folds, splits)]
+            held = []
+            for train, test in cv.split(np.zeros(len(X)), groups=groups):
+                fold = clone(estimator).fit([X[i] for i in train], [y[i] for i in train])
+                held.append(_HeldOut(fold, [X[i] for i in test], [y[i] for i in test]))
             final = None
         if not sum(int(h.keep.sum()) for h in held):
             raise ValueError("No held-out token has a label its tagger was fitted on.")
