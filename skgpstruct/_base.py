@@ -376,7 +376,8 @@ class SequenceTaggerMixin(PredictMixin):
     ``_fit``. The mixin adds the prediction methods of
     :class:`~skgpstruct._predict.PredictMixin` (``predict``,
     ``predict_marginals``, ``predict_path_proba``, ``predict_uncertainty``,
-    ``predict_single``, ``score``: flat token accuracy, as sklearn-crfsuite)
+    ``predict_single``, ``predict_marginals_single``, ``score``: flat token
+    accuracy, as sklearn-crfsuite)
     and the sklearn tags of an estimator whose ``X`` is a list of 2-D
     sequences. Put it left of
     ``BaseEstimator`` in the bases.

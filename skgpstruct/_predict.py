@@ -2,8 +2,8 @@
 
 :class:`PredictMixin` holds ``predict``, ``predict_marginals`` (and its
 sklearn name ``predict_proba``), ``predict_path_proba``,
-``predict_uncertainty``, ``predict_single`` and ``score``, on top of the
-hooks each tagger defines: ``_decoder()`` (a :data:`~skgpstruct._decoders.DECODERS`
+``predict_uncertainty``, ``predict_single``, ``predict_marginals_single``
+and ``score``, on top of the hooks each tagger defines: ``_decoder()`` (a :data:`~skgpstruct._decoders.DECODERS`
 name), ``_decode_potentials(data)`` (point potentials),
 ``_token_marginals(data)`` and, where the tagger's path probability is not
 the one of its point potentials (GPStructTagger), ``_path_log_proba(data,
@@ -322,6 +322,25 @@ class PredictMixin:
         y_pred : ndarray of shape (T,)
         """
         return self.predict([x])[0]
+
+    def predict_marginals_single(self, x, *, output="array"):
+        """Per-token marginals of one sequence (sklearn-crfsuite's
+        ``predict_marginals_single``).
+
+        Parameters
+        ----------
+        x : array-like or sparse matrix of shape (T, n_features)
+            Token features of the sequence.
+        output : {"array", "dict"}, default="array"
+            ``"dict"``: one ``{label: p}`` dict per token, as
+            sklearn-crfsuite.
+
+        Returns
+        -------
+        marginals : ndarray of shape (T, n_classes), or list of dict
+            Columns ordered as ``classes_``.
+        """
+        return self.predict_marginals([x], output=output)[0]
 
     def score(self, X, y):
         """Token accuracy of ``predict(X)`` against ``y``.

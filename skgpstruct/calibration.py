@@ -298,6 +298,37 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
         self._check_fitted()
         return self.estimator_.predict(X)
 
+    def predict_single(self, x):
+        """Labels of one sequence (see :meth:`predict`).
+
+        Parameters
+        ----------
+        x : array-like or sparse matrix of shape (T, n_features)
+            Token features of the sequence.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (T,)
+        """
+        return self.predict([x])[0]
+
+    def predict_marginals_single(self, x, *, output="array"):
+        """Per-token marginals of one sequence under the scaled tagger (see
+        :meth:`predict_marginals`).
+
+        Parameters
+        ----------
+        x : array-like or sparse matrix of shape (T, n_features)
+            Token features of the sequence.
+        output : {"array", "dict"}, default="array"
+            ``"dict"``: one ``{label: p}`` dict per token.
+
+        Returns
+        -------
+        marginals : ndarray of shape (T, n_classes), or list of dict
+        """
+        return self.predict_marginals([x], output=output)[0]
+
     def predict_proba(self, X):
         """Per-token marginals of the scaled tagger.
 

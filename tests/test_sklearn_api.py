@@ -353,3 +353,10 @@ def test_predict_marginals_dict_output_as_sklearn_crfsuite(case):
             assert list(token.values()) == row.tolist()
     with pytest.raises(ValueError, match="output must be"):
         tagger.predict_marginals(Xv, output="list")
+    # one sequence at a time, as sklearn-crfsuite's *_single methods
+    for i in (0, len(Xv) - 1):
+        assert_array_equal(tagger.predict_marginals_single(Xv[i]), arrays[i])
+        assert tagger.predict_marginals_single(Xv[i], output="dict") == dicts[i]
+        assert_array_equal(tagger.predict_single(Xv[i]), tagger.predict([Xv[i]])[0])
+    with pytest.raises(ValueError, match="output must be"):
+        tagger.predict_marginals_single(Xv[0], output="list")

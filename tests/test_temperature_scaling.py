@@ -217,6 +217,9 @@ def test_cross_validated_fit(data):
     assert len(ts.predict_uncertainty(X_te, "entropy", per="sequence")) == len(X_te)
     d = ts.predict_marginals(X_te[:1], output="dict")[0][0]
     assert set(d) == set(full.classes_.tolist())
+    assert_array_equal(ts.predict_single(X_te[1]), ts.predict([X_te[1]])[0])
+    assert_array_equal(ts.predict_marginals_single(X_te[1]), ts.predict_marginals([X_te[1]])[0])
+    assert ts.predict_marginals_single(X_te[0], output="dict")[0] == d
     restored = pickle.loads(pickle.dumps(ts))
     assert_allclose(np.concatenate(restored.predict_proba(X_te)),
                     np.concatenate(ts.predict_proba(X_te)))
