@@ -21,8 +21,8 @@ from .chain import log_likelihood, path_entropy
 from .chain.backend import get_backend
 from .metrics import flat_accuracy_score
 
-__all__ = ["PredictMixin", "check_marginals_output", "entropy", "marginals_output",
-           "renormalize_rows"]
+__all__ = ["PredictMixin", "SingleSequenceMixin", "check_marginals_output", "entropy",
+           "marginals_output", "renormalize_rows"]
 
 
 def entropy(p):
@@ -66,7 +66,45 @@ def marginals_output(marginals, classes, output):
     return [[dict(zip(labels, row.tolist())) for row in m] for m in marginals]
 
 
-class PredictMixin:
+class SingleSequenceMixin:
+    """``predict_single`` and ``predict_marginals_single`` (sklearn-crfsuite's
+    one-sequence methods) on top of ``predict`` and ``predict_marginals``."""
+
+    def predict_single(self, x):
+        """Predict the labels of one sequence.
+
+        Parameters
+        ----------
+        x : array-like or sparse matrix of shape (T, n_features)
+            Token features of the sequence.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (T,)
+        """
+        return self.predict([x])[0]
+
+    def predict_marginals_single(self, x, *, output="array"):
+        """Per-token marginals of one sequence (sklearn-crfsuite's
+        ``predict_marginals_single``).
+
+        Parameters
+        ----------
+        x : array-like or sparse matrix of shape (T, n_features)
+            Token features of the sequence.
+        output : {"array", "dict"}, default="array"
+            ``"dict"``: one ``{label: p}`` dict per token, as
+            sklearn-crfsuite.
+
+        Returns
+        -------
+        marginals : ndarray of shape (T, n_classes), or list of dict
+            Columns ordered as ``classes_``.
+        """
+        return self.predict_marginals([x], output=output)[0]
+
+
+class PredictMixin(SingleSequenceMixin):
     """Prediction methods of the sequence taggers (module docstring)."""
 
     #: Factor on every potential at prediction time (``1 / temperature``):
@@ -308,39 +346,6 @@ class PredictMixin:
         U, transitions = self._decode_potentials(data)
         B = np.asarray(_dense(transitions), dtype=np.float64)
         return [path_entropy(u, B) for u in data.split(np.asarray(U, dtype=np.float64))]
-
-    def predict_single(self, x):
-        """Predict the labels of one sequence.
-
-        Parameters
-        ----------
-        x : array-like or sparse matrix of shape (T, n_features)
-            Token features of the sequence.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (T,)
-        """
-        return self.predict([x])[0]
-
-    def predict_marginals_single(self, x, *, output="array"):
-        """Per-token marginals of one sequence (sklearn-crfsuite's
-        ``predict_marginals_single``).
-
-        Parameters
-        ----------
-        x : array-like or sparse matrix of shape (T, n_features)
-            Token features of the sequence.
-        output : {"array", "dict"}, default="array"
-            ``"dict"``: one ``{label: p}`` dict per token, as
-            sklearn-crfsuite.
-
-        Returns
-        -------
-        marginals : ndarray of shape (T, n_classes), or list of dict
-            Columns ordered as ``classes_``.
-        """
-        return self.predict_marginals([x], output=output)[0]
 
     def score(self, X, y):
         """Token accuracy of ``predict(X)`` against ``y``.

@@ -30,7 +30,8 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
 from ._base import sequence_tags
-from ._predict import PredictMixin, check_marginals_output, marginals_output
+from ._predict import (PredictMixin, SingleSequenceMixin, check_marginals_output,
+                       marginals_output)
 from .metrics import flat_accuracy_score
 
 __all__ = ["TemperatureScaledTagger"]
@@ -84,7 +85,7 @@ class _HeldOut:
         return np.log(np.maximum(P[rows, self.columns[rows]], 1e-300))
 
 
-class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
+class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstimator):
     """A tagger whose potentials are divided by a temperature chosen on
     held-out sequences.
 
@@ -297,37 +298,6 @@ class TemperatureScaledTagger(MetaEstimatorMixin, BaseEstimator):
         """
         self._check_fitted()
         return self.estimator_.predict(X)
-
-    def predict_single(self, x):
-        """Labels of one sequence (see :meth:`predict`).
-
-        Parameters
-        ----------
-        x : array-like or sparse matrix of shape (T, n_features)
-            Token features of the sequence.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (T,)
-        """
-        return self.predict([x])[0]
-
-    def predict_marginals_single(self, x, *, output="array"):
-        """Per-token marginals of one sequence under the scaled tagger (see
-        :meth:`predict_marginals`).
-
-        Parameters
-        ----------
-        x : array-like or sparse matrix of shape (T, n_features)
-            Token features of the sequence.
-        output : {"array", "dict"}, default="array"
-            ``"dict"``: one ``{label: p}`` dict per token.
-
-        Returns
-        -------
-        marginals : ndarray of shape (T, n_classes), or list of dict
-        """
-        return self.predict_marginals([x], output=output)[0]
 
     def predict_proba(self, X):
         """Per-token marginals of the scaled tagger.
