@@ -3,11 +3,12 @@
 :class:`PredictMixin` holds ``predict``, ``predict_marginals`` (and its
 sklearn name ``predict_proba``), ``predict_path_proba``,
 ``predict_uncertainty``, ``predict_single``, ``predict_marginals_single``
-and ``score``, on top of the hooks each tagger defines: ``_decoder()`` (a :data:`~skgpstruct._decoders.DECODERS`
-name), ``_decode_potentials(data)`` (point potentials),
-``_token_marginals(data)`` and, where the tagger's path probability is not
-the one of its point potentials (GPStructTagger), ``_path_log_proba(data,
-paths)``. :func:`entropy` and :func:`renormalize_rows` are the helpers both
+(the last two from :class:`SingleSequenceMixin`) and ``score``, on top of
+the hooks each tagger defines: ``_decoder()`` (a
+:data:`~skgpstruct._decoders.DECODERS` name), ``_decode_potentials(data)``
+(point potentials), ``_token_marginals(data)`` and, where the tagger's
+path probability is not the one of its point potentials (GPStructTagger),
+``_path_log_proba(data, paths)``. :func:`entropy` and :func:`renormalize_rows` are the helpers both
 taggers use on marginals.
 """
 
