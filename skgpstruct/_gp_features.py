@@ -13,7 +13,8 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from ._base import box_projection
-from ._variance_cv import CannotValidate, cv_posterior, cv_prior_variance
+from ._posterior_cv import cv_posterior
+from ._variance_cv import CannotValidate, cv_prior_variance
 from .gp.kernels import LinearKernel
 from .gp.kl import transition_kl
 from .gp.sampling import draw_normals
@@ -112,7 +113,7 @@ class FeatureFormMixin:
         variance as given and ``temperature`` when a number; ``"auto"``: the
         fitted one on a warm start; with the prior variance validated too
         (``kernel=None, kernel_variance="cv"``) both chosen jointly by
-        :func:`~skgpstruct._variance_cv.cv_posterior` among the variances of
+        :func:`~skgpstruct._posterior_cv.cv_posterior` among the variances of
         ``variance_cv_results_["band"]`` (sets
         ``temperature_cv_results_``); else 1 (the Bayesian posterior)."""
         if warm and self.temperature == "auto":

@@ -207,7 +207,7 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         the lowest, and there whose held-out calibration error (ECE, 15
         bins) is within one standard error of the lowest, the warmest ``T``
         (at it the lowest calibration error)
-        (:func:`skgpstruct._variance_cv.cv_posterior`: the Laplace
+        (:func:`skgpstruct._posterior_cv.cv_posterior`: the Laplace
         posterior of each fold's CRF scaled by each ``T``, its mean moved
         out along the mode as far as the variational fit's moves under that
         spread, 32 draws; 5 to 25 s on the benchmark folds; the table is
@@ -292,7 +292,7 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         ``transition_prior_var_`` the model's prior.
     temperature_cv_results_ : dict or None
         Only with ``temperature="auto"`` and ``kernel_variance="cv"``: the
-        results of :func:`skgpstruct._variance_cv.cv_posterior`
+        results of :func:`skgpstruct._posterior_cv.cv_posterior`
         (``"variance"``, ``"temperature"``, and per pair ``"log_loss"``,
         ``"log_loss_se"``, ``"calibration_error"``,
         ``"calibration_error_se"``, ``"mean_scale"``), or None when the
