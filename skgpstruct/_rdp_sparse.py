@@ -2,8 +2,8 @@
 rows of the features a minibatch uses.
 
 A mixin of :class:`~skgpstruct.RandomizedCRFTagger` (``optimizer="adagrad"``),
-kept apart so that the estimator module holds the parameters, the dense
-objective and the other optimisers. A minibatch's loss reads, and its
+kept apart so that the estimator module holds the parameters and the
+other optimisers (the dense objective is :mod:`skgpstruct._crf_objective`). A minibatch's loss reads, and its
 gradient touches, only the weight rows of the features its tokens use
 (:func:`_used_columns`); :class:`~skgpstruct._sparse_optim.ProximalAdaGrad`
 applies the penalty's steps that the other rows missed when they are next
