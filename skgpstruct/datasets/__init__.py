@@ -15,8 +15,8 @@ synthetic chains.
 * :func:`make_chain_data` draws sequences from a random linear-chain
   (HMM-style) model: the built-in data of the demo and of most tests.
 
-The loaders live in ``_loaders`` and ``_conllu``, the synthetic data in
-``_synthetic``.
+The loaders live in ``_loaders``, ``_gpstruct_files`` and ``_conllu`` (their
+shared text reading in ``_text``), the synthetic data in ``_synthetic``.
 """
 
 from ._conllu import load_conllu

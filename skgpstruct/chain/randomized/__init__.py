@@ -44,12 +44,6 @@ References
    with Randomization", ICML 2022, arXiv:2112.03638.
 """
 
-from numbers import Integral, Real
-from typing import NamedTuple
-
-import numpy as np
-from sklearn.utils import check_random_state
-
 from . import _types, algorithms, proposals, training
 from ._types import *  # noqa: F401,F403  (the names of _types.__all__)
 from .algorithms import *  # noqa: F401,F403
