@@ -285,8 +285,9 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     calibration error).
 
     On each fold, for each candidate ``variance``, the CRF at the posterior
-    mode (the MAP CRF of :func:`cv_prior_variance`) is fitted on the other
-    folds, warm-started from the next stronger prior. Its mean-field
+    mode (the MAP CRF of
+    :func:`~skgpstruct._variance_cv.cv_prior_variance`) is fitted on the other folds,
+    warm-started from the next stronger prior. Its mean-field
     Laplace posterior ``N(c_T w_map, T * diag(s))`` (``s`` from the
     Gauss-Newton curvature of the training folds) stands for the cold
     posterior at each temperature ``T`` of ``grid``, and the held-out
@@ -330,14 +331,15 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         Number of labels.
     variances : float or sequence of float
         Candidate prior variances of the weights (and transitions), e.g.
-        the ``"band"`` of :func:`cv_prior_variance`.
+        the ``"band"`` of :func:`~skgpstruct._variance_cv.cv_prior_variance`.
     grid : sequence of float, default=TEMPERATURE_GRID
         Candidate temperatures in ``(0, 1]``.
     n_folds : int, default=3
         Folds of sequences (fewer when there are fewer sequences).
     random_state : int, default=0
-        Seeds the fold split (as :func:`cv_prior_variance`) and the draws
-        (common to every candidate).
+        Seeds the fold split (as
+        :func:`~skgpstruct._variance_cv.cv_prior_variance`) and the draws (common to
+        every candidate).
     n_jobs : int or None, default=None
         Threads over the folds and the (fold, variance) pairs (the results
         do not depend on it).
@@ -427,7 +429,8 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
     n_folds : int, default=3
         Folds of sequences (fewer when there are fewer sequences).
     random_state : int, default=0
-        Seeds the fold split (as :func:`cv_prior_variance`) and the draws.
+        Seeds the fold split (as
+        :func:`~skgpstruct._variance_cv.cv_prior_variance`) and the draws.
     n_jobs : int or None, default=None
         Threads over the folds and the (fold, variance) pairs (the results
         do not depend on it).
