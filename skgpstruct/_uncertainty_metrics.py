@@ -14,6 +14,7 @@ percentages), except :func:`sequence_log_loss`.
 
 import math
 import numbers
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -87,8 +88,14 @@ def _check_sequence(i, a, p, n_classes):
         raise TypeError(f"Sequence {i} of y_true is a string; each sequence "
                         "must be a list of labels, one per token.")
     a = np.asarray(a)
-    p = np.asarray(p, dtype=float)
     error = f"Sequence {i} of marginals"
+    if (isinstance(p, (list, tuple)) and len(p) and isinstance(p[0], Mapping)) \
+            or isinstance(p, Mapping):
+        raise TypeError(f"{error} holds dicts ({{label: probability}}, the form of "
+                        "predict_marginals(X, output='dict')); the metrics take "
+                        "arrays: use output='array' (the default) and pass "
+                        "labels=tagger.classes_.")
+    p = np.asarray(p, dtype=float)
     if a.ndim != 1:
         raise ValueError(f"Sequence {i} of y_true must be 1-D, got shape {a.shape}.")
     if p.ndim != 2:

@@ -118,10 +118,10 @@ def check_X_sequences(X, *, n_features=None, accept_sparse=True, dtype=np.float6
     ------
     ValueError
         On an empty list, an empty sequence, a sequence that is not 2-D,
-        inconsistent numbers of features, NaN / infinite values, or a token
-        whose features sum to more than :data:`MAX_TOKEN_L1_NORM` in
-        absolute value (too large for the potentials: scale them); the
-        message names the offending sequence.
+        inconsistent numbers of features, complex, NaN or infinite values,
+        or a token whose features sum to more than
+        :data:`MAX_TOKEN_L1_NORM` in absolute value (too large for the
+        potentials: scale them); the message names the offending sequence.
     TypeError
         If ``X`` is not a list of sequences (a single array or sparse
         matrix, a generator or iterator), or a sparse sequence is given
@@ -140,6 +140,11 @@ def check_X_sequences(X, *, n_features=None, accept_sparse=True, dtype=np.float6
         raise ValueError("X is empty: at least one sequence is required.")
     out = []
     for i, seq in enumerate(X):
+        if getattr(getattr(seq, "dtype", None), "kind", None) == "c":
+            raise ValueError(
+                f"Sequence {i} of X has complex values; features must be real "
+                "(converting would silently drop the imaginary parts)."
+            )
         if sp.issparse(seq):
             if not accept_sparse:
                 raise TypeError(
@@ -204,6 +209,16 @@ def _label_kind(seq):
     return "mixed" if any(is_str) else "number"
 
 
+def _missing_mask(seq):
+    """Which labels of the 1-D array ``seq`` are missing: float NaN or None."""
+    if seq.dtype.kind in "fc":
+        return np.isnan(seq)
+    if seq.dtype == object:
+        return np.array([v is None or (isinstance(v, (float, np.floating)) and v != v)
+                         for v in seq], dtype=bool)
+    return np.zeros(seq.shape, dtype=bool)
+
+
 def check_y_sequences(y, lengths=None):
     """Validate a list of label sequences.
 
@@ -225,8 +240,8 @@ def check_y_sequences(y, lengths=None):
         generator or iterator).
     ValueError
         On an empty list, a label sequence that is not 1-D or is empty,
-        mismatched numbers of sequences or tokens, or labels of mixed types
-        (str and numbers, within or across sequences).
+        mismatched numbers of sequences or tokens, a NaN or None label, or
+        labels of mixed types (str and numbers, within or across sequences).
     """
     if isinstance(y, np.ndarray) and y.dtype != object:
         raise TypeError(
@@ -255,6 +270,13 @@ def check_y_sequences(y, lengths=None):
             )
         if seq.shape[0] == 0:
             raise ValueError(f"Sequence {i} of y is empty (0 labels).")
+        missing = _missing_mask(seq)
+        if missing.any():
+            t = int(np.flatnonzero(missing)[0])
+            raise ValueError(
+                f"Sequence {i} of y has a missing label ({seq[t]!r}, token {t}): "
+                "a missing label is not a class; drop or fill that token's label."
+            )
         if lengths is not None and seq.shape[0] != lengths[i]:
             raise ValueError(
                 f"Sequence {i} has {lengths[i]} tokens in X but "

@@ -32,6 +32,7 @@ from sklearn.utils.validation import check_is_fitted
 from ._base import sequence_tags
 from ._predict import (PredictMixin, SingleSequenceMixin, check_marginals_output,
                        marginals_output)
+from ._validation import check_y_sequences
 from .metrics import flat_accuracy_score
 
 __all__ = ["TemperatureScaledTagger"]
@@ -59,6 +60,19 @@ def _tagger_has(name):
         est = self.estimator_ if hasattr(self, "estimator_") else self._estimator()
         return hasattr(est, name)
     return check
+
+
+def _n_tokens(i, seq):
+    """Tokens of sequence ``i`` of ``X`` (an array, a sparse matrix or, before
+    a Pipeline's featuriser, a list of tokens)."""
+    shape = getattr(seq, "shape", None)
+    if shape is not None and len(shape) >= 1:
+        return int(shape[0])
+    try:
+        return len(seq)
+    except TypeError:
+        raise TypeError(f"Sequence {i} of X has no length: each sequence must be "
+                        "an array, a sparse matrix or a list of tokens.") from None
 
 
 class _HeldOut:
@@ -215,6 +229,11 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
             raise ValueError(
                 f"X and y have different numbers of sequences: {len(X)} and {len(y)}."
             )
+        if len(X) == 0:
+            raise ValueError("X and y are empty: at least one sequence is required.")
+        # the labels against X's token counts here, as the tagger's own fit
+        # does: the held-out labels of cv="prefit" meet no other check
+        y = check_y_sequences(y, lengths=[_n_tokens(i, x) for i, x in enumerate(X)])
         if groups is not None:
             groups = np.asarray(groups)
             if isinstance(self.cv, str):

@@ -222,6 +222,19 @@ def test_invalid_input_raises(metric, y_true, marginals, labels, match):
         metric(y_true, marginals, labels=labels)
 
 
+@pytest.mark.parametrize(
+    "metric",
+    [marginal_log_loss, marginal_brier_score, expected_calibration_error,
+     reliability_curve, selective_error, risk_coverage_curve, sequence_log_loss],
+)
+def test_dict_marginals_refused_with_a_pointer(metric):
+    """predict_marginals(output="dict") is a list of {label: p} per token:
+    the metrics say to ask for arrays instead of failing in a float cast."""
+    as_dicts = [[dict(zip(LABELS, row)) for row in p] for p in P]
+    with pytest.raises(TypeError, match="output='array'"):
+        metric(Y, as_dicts, labels=LABELS)
+
+
 @pytest.mark.parametrize("y_true", ["ab", ["ab", "b"]])
 def test_strings_instead_of_sequences_raise(y_true):
     with pytest.raises(TypeError, match="string|list of label sequences"):

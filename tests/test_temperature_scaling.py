@@ -315,6 +315,35 @@ def test_bad_input(data):
         TemperatureScaledTagger(_crf(), cv=2).fit(iter(X_tr), y_tr)
 
 
+@pytest.mark.parametrize("cv", ["prefit", "splits"])
+def test_held_out_labels_checked_against_X(data, cv):
+    """The labels must line up with X's tokens before any temperature is
+    chosen: with cv="prefit" nothing else would check them (a shifted
+    label sequence was once scored silently), with given splits the
+    held-out folds' labels are never fitted."""
+    X_tr, y_tr, _, _ = data
+    if cv == "prefit":
+        est, cv = _crf().fit(X_tr, y_tr), "prefit"
+    else:
+        est, cv = _crf(), [(np.arange(0, 20), np.arange(20, 40))]
+    ts = TemperatureScaledTagger(est, cv=cv)
+    short = [t[:-1] for t in y_tr[:40]]
+    with pytest.raises(ValueError, match="Sequence 0 has .* tokens in X but .* labels in y"):
+        ts.fit(X_tr[:40], short)
+    # one sequence too long and another too short, the same total
+    shifted = [np.append(y_tr[0], y_tr[0][0]), y_tr[1][:-1]] + list(y_tr[2:40])
+    with pytest.raises(ValueError, match="tokens in X but"):
+        ts.fit(X_tr[:40], shifted)
+    with pytest.raises(ValueError, match="is a string"):
+        ts.fit(X_tr[:1], ["abc"])
+    with pytest.raises(ValueError, match="must be 1-D"):
+        ts.fit(X_tr[:40], [np.asarray(t)[:, None] for t in y_tr[:40]])
+    with pytest.raises(TypeError, match="list of label sequences"):
+        ts.fit(X_tr[0], np.asarray(y_tr[0]))
+    with pytest.raises(ValueError, match="empty"):
+        ts.fit([], [])
+
+
 def test_range_without_one(data):
     """The search stays in the range; the loss at 1 is still reported."""
     X_tr, y_tr, X_te, y_te = data

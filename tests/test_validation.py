@@ -38,6 +38,17 @@ def test_length_one_sequence_is_valid():
         ([np.zeros((2, 3))], [[[0], [0]]], ValueError, "must be 1-D"),
         (np.zeros((2, 3)), [[0, 0]], TypeError, "list of sequences"),
         ([np.zeros((2, 3))], np.zeros((1, 2)), TypeError, "list of label sequences"),
+        # complex features: a cast to float would drop the imaginary parts
+        ([np.ones((2, 3)) + 1j], [[0, 0]], ValueError, "complex values"),
+        ([sp.csr_matrix(np.ones((2, 3)) + 1j)], [[0, 0]], ValueError, "complex values"),
+        ([[[1 + 1j] * 3] * 2], [[0, 0]], ValueError, "could not be converted"),
+        # a missing label is not a class
+        ([np.zeros((2, 3))], [np.array([0.0, np.nan])], ValueError,
+         r"missing label \(np.float64\(nan\), token 1\)"),
+        ([np.zeros((2, 3))], [[float("nan"), 1.0]], ValueError, "missing label"),
+        ([np.zeros((2, 3))], [np.array([None, 1], dtype=object)], ValueError,
+         r"missing label \(None, token 0\)"),
+        ([np.zeros((2, 3))], [["a", None]], ValueError, "missing label"),
     ],
 )
 def test_bad_input_raises(X, y, exc, match):
