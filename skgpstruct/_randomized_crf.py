@@ -340,7 +340,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         # feel the penalty, so their optimum is 0: fit the others alone.
         rows = _active_features(data.X_flat)
         if rows is not None:
-            data = SequenceData(data.X_flat[:, rows], data.lengths, data.y_flat)
+            data = SequenceData(data.X_flat[:, rows], data.lengths, data.y_flat,
+                                data.dense_rows)
         n_rows = data.X_flat.shape[1]
         rng = check_random_state(self.random_state)
         theta = self._pack(rows) if warm else self._init_theta(n_rows, rng)
@@ -428,7 +429,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
 
     # -------------------------------------------------------------- predict
     def _unary(self, data):
-        return np.asarray(data.X_flat @ self.coef_) + self.intercept_
+        return data.product(self.coef_) + self.intercept_
 
     def _dense_transitions(self):
         if self.transition_ is not None:

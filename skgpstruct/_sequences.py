@@ -25,13 +25,31 @@ class SequenceData:
     lengths : ndarray of int64 of shape (n_sequences,)
     y_flat : ndarray of int64 of shape (n_tokens,), default=None
         Encoded labels.
+    dense_rows : ndarray of bool of shape (n_tokens,), default=None
+        With a CSR ``X_flat`` stacked from a batch that mixed dense and
+        sparse sequences: the tokens of the dense ones (:meth:`product`
+        gives them the dense product they would get in an all-dense batch).
+        None otherwise.
     """
 
-    def __init__(self, X_flat, lengths, y_flat=None):
+    def __init__(self, X_flat, lengths, y_flat=None, dense_rows=None):
         self.X_flat = X_flat
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
         self.y_flat = y_flat
+        self.dense_rows = dense_rows if dense_rows is not None and dense_rows.any() else None
+
+    def product(self, W):
+        """``X_flat @ W`` as a dense array, each token's row computed as its
+        sequence's own representation would be alone: a sparse product for
+        sparse sequences, a dense one for dense sequences (also where a
+        mixed batch was stacked as CSR), so that a sequence's potentials do
+        not depend on the rest of its batch."""
+        out = np.asarray(self.X_flat @ W)
+        if self.dense_rows is not None:
+            rows = np.flatnonzero(self.dense_rows)
+            out[rows] = self.X_flat[rows].toarray() @ W
+        return out
 
     @property
     def n_sequences(self):
@@ -58,7 +76,8 @@ class SequenceData:
             return self
         rows = self.token_index(seq_idx)
         y = None if self.y_flat is None else self.y_flat[rows]
-        return SequenceData(self.X_flat[rows], self.lengths[seq_idx], y)
+        dense = None if self.dense_rows is None else self.dense_rows[rows]
+        return SequenceData(self.X_flat[rows], self.lengths[seq_idx], y, dense)
 
     def split(self, A):
         """Split a token-level array into per-sequence parts."""
@@ -91,9 +110,11 @@ class SequenceData:
             if label_encoder is not None:
                 y_flat = encode_labels(label_encoder, y_flat)
         X_flat, lengths = stack_sequences(X)
+        dense_rows = None
         if sp.issparse(X_flat):
             X_flat = sp.csr_matrix(X_flat)
-        return cls(X_flat, lengths, y_flat)
+            dense_rows = np.repeat([not sp.issparse(x) for x in X], lengths)
+        return cls(X_flat, lengths, y_flat, dense_rows)
 
 
 def encode_labels(label_encoder, y_flat):

@@ -67,6 +67,35 @@ def test_a_sequence_does_not_depend_on_its_batch(fitted, data):
     check(rev[-1], batch[0])
 
 
+@pytest.mark.parametrize("kw", [dict(n_top=None), dict(n_top=None, transitions="low_rank",
+                                                      rank=2),
+                                dict(n_top=2, n_sampled=0)])
+def test_crf_sequence_does_not_depend_on_the_other_sequences_representation(kw):
+    """A batch that mixes dense and sparse sequences is stacked as CSR; the
+    dense sequences must still get the potentials they get in an all-dense
+    batch (they used to get the CSR product's: 1e-16 off in the marginals,
+    1e-14 in the log path probabilities), and the sparse ones those of an
+    all-sparse batch."""
+    X, y = make_chain_data(n_sequences=12, n_classes=3, n_features=4,
+                           length=(1, 30), random_state=5)
+    crf = RandomizedCRFTagger(max_iter=30, random_state=0, **kw).fit(X, y)
+    dense, other = X[3], X[0]
+    mixed = [sp.csr_matrix(other), dense, sp.csr_matrix(X[7])]
+    for method in ("predict_marginals", "predict_path_proba", "predict"):
+        f = getattr(crf, method)
+        _same(f(mixed)[1:2], f([dense]))
+        _same(f(mixed)[1:2], f([X[5], dense])[1:])
+        _same(f(mixed)[0:1], f([sp.csr_matrix(other)]))
+        _same(f(mixed)[2:], f([sp.csr_matrix(X[7]), sp.csr_matrix(other)])[:1])
+    _same(crf.predict_uncertainty(mixed, per="path")[1:2],
+          crf.predict_uncertainty([dense], per="path"))
+    # the data container keeps the dense rows through a subset
+    data = SequenceData.from_sequences(mixed)
+    np.testing.assert_array_equal(data.subset([1]).dense_rows, np.ones(len(dense), bool))
+    assert SequenceData.from_sequences([dense]).dense_rows is None
+    assert data.subset([0, 2]).dense_rows is None
+
+
 def test_n_jobs_does_not_change_predictions(fitted, data):
     X, _ = data
     one = fitted.predict_marginals(X[20:])
