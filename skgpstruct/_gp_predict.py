@@ -41,10 +41,23 @@ class GPPredictMixin:
 
     # -------------------------------------------------------------- predict
     def _sequence_moments(self, data):
-        """Posterior moments of the unary potentials of every sequence."""
+        """Posterior moments of the unary potentials of every sequence.
+
+        The inducing form computes them one sequence at a time: its batched
+        kernel products, triangular solves and length buckets round a
+        sequence's moments differently with the rest of the batch (up to
+        1e-12 in the path probabilities), and a sequence must get the same
+        numbers whatever else is in its batch (the weight-space moments are
+        per sequence already)."""
         if self.approximation_ == "features":
             return self._feature_sequence_moments(data)
-        return sequence_marginals(self._terms(data), self.q_mu_, self.q_sqrt_)
+        b, Sigma = [], []
+        for n in range(data.n_sequences):
+            b_n, Sigma_n = sequence_marginals(self._terms(data.subset([n])), self.q_mu_,
+                                              self.q_sqrt_)
+            b.append(b_n)
+            Sigma += Sigma_n
+        return np.concatenate(b, axis=1), Sigma
 
     def _seeds(self, data):
         """Per-sequence seeds of the posterior draws (see ``predict_seed_``)."""

@@ -338,9 +338,9 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         from a seed hashed from ``predict_seed_`` and the sequence's own
         features (:func:`skgpstruct._sequences.sequence_seeds`): a fitted
         model gives the same output for a sequence on every call, whatever
-        else is in the batch and whatever ``n_jobs`` is (bit for bit in the
-        weight-space form; in the inducing-point form the posterior moments
-        come from batched matrix products, equal up to rounding, ~1e-16).
+        else is in the batch and whatever ``n_jobs`` is, bit for bit (the
+        posterior moments are computed per sequence in both forms; ``elbo``
+        sums over the batch).
 
     See Also
     --------

@@ -122,14 +122,16 @@ def test_repeated_calls_are_identical(fitted, data):
 def test_a_sequence_does_not_depend_on_its_batch(fitted, data):
     Xt = data[0][N_TRAIN:]
     batch = fitted.predict_marginals(Xt)
-    # the same draws (per-sequence seeds); the moments come from batched
-    # products, equal up to rounding
+    # the same draws (per-sequence seeds) and the same moments: computed one
+    # sequence at a time, bit-identical (batched, they were up to 2e-12 off
+    # in the path probabilities)
+    paths = fitted.predict_path_proba(Xt, log=True)
     for i in (0, 3, 7):
-        alone = fitted.predict_marginals([Xt[i]])[0]
-        assert_allclose(alone, batch[i], rtol=0, atol=1e-12)
+        assert_array_equal(fitted.predict_marginals([Xt[i]])[0], batch[i])
+        assert_array_equal(fitted.predict_path_proba([Xt[i]], log=True), paths[i:i + 1])
     reversed_ = fitted.predict_marginals(Xt[::-1])[::-1]
     for a, b in zip(reversed_, batch):
-        assert_allclose(a, b, rtol=0, atol=1e-12)
+        assert_array_equal(a, b)
 
 
 def test_n_jobs_does_not_change_predictions(fitted, data):
