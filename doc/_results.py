@@ -166,6 +166,8 @@ in ``doc/``); return the names converted."""
         if not target.exists() or target.read_text(encoding="utf-8") != rst:
             target.write_text(rst, encoding="utf-8")
     ordered = [n for n in TITLES if n in names] + [n for n in names if n not in TITLES]
+    # the benchmark scripts beside the results folder (not their helpers)
+    scripts = sorted(p.stem for p in results_dir.parent.glob("[!_]*.py"))
     sections = []
     for name in ordered:
         title = TITLES.get(name, name.replace("_", " "))
@@ -173,7 +175,7 @@ in ``doc/``); return the names converted."""
             f".. _results-{name.replace('.', '-').replace('_', '-')}:", "",
             title, "-" * len(title), "",
             f"``benchmarks/results/{name}.md``, written by ``benchmarks/"
-            f"{_script(name)}.py``.", "",
+            f"{_script(name, scripts)}.py``.", "",
             f".. include:: _generated/results/{name}.inc", "",
         ]
     all_rst = "\n".join(sections) + "\n"
@@ -183,8 +185,16 @@ in ``doc/``); return the names converted."""
     return names
 
 
-def _script(name):
-    for prefix in ("calibration", "rdp_tables"):
-        if name.startswith(prefix):
-            return prefix
-    return name
+def _script(name, scripts):
+    """The script that writes the results file ``name``: the script of that
+    name, else the longest one whose name and an underscore start it (a
+    script's ``--name`` variants: ``active_learning_ud`` is written by
+    ``active_learning``, ``calibration_transfer_n30`` by
+    ``calibration_transfer``, not ``calibration``)."""
+    if name in scripts:
+        return name
+    prefixes = [s for s in scripts if name.startswith(s + "_")]
+    if not prefixes:
+        raise ValueError(f"No benchmark script writes benchmarks/results/{name}.md "
+                         f"(scripts: {', '.join(scripts)}).")
+    return max(prefixes, key=len)

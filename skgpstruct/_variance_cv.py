@@ -1,5 +1,5 @@
-"""The prior variance and posterior temperature of GPStructTagger's linear
-kernel, by internal validation.
+"""The prior variance of GPStructTagger's linear kernel, by internal
+validation of the posterior-mode CRF.
 
 The prior variance ``sigma^2`` of the weights of the linear kernel is the
 L2 strength of a CRF: the posterior mode of the same model is the CRF that
@@ -97,9 +97,10 @@ class CannotValidate(ValueError):
 
 
 def _folds(data, n_folds, random_state, what):
-    """``(train, test)`` :class:`SequenceData` of each fold of a shuffled
-    K-fold split of the sequences whose training part has two labels or
-    more (the same folds for the same ``random_state``); ``what`` names the parameter
+    """``(train, test)`` :class:`~skgpstruct._sequences.SequenceData` of
+    each fold of a shuffled K-fold split of the sequences whose training
+    part has two labels or more (the same folds for the same
+    ``random_state``); ``what`` names the parameter
     (``"kernel_variance"``, ``"temperature"``) in the CannotValidate
     messages."""
     n = data.n_sequences

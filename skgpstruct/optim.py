@@ -254,9 +254,12 @@ class SAGA:
         ----------
         params, grad : ndarray of float64 of shape (n_params,)
             The parameters (updated in place) and the gradient of block
-            ``block`` of the finite sum, multiplied by ``scale`` (default 1).
+            ``block`` of the finite sum.
+        scale : float, default=1.0
+            Factor applied to ``grad`` before it enters the table.
         block : int
-            Which block ``grad`` belongs to, in ``range(n_blocks)``.
+            Which block ``grad`` belongs to, in ``range(n_blocks)``
+            (required: None raises a ValueError).
 
         Returns
         -------

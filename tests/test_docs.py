@@ -125,3 +125,26 @@ def test_gallery_examples():
         assert len(lines[1].strip()) >= len(lines[0].strip()), (
             f"examples/{name}: the title's underline is shorter than the title"
         )
+
+
+def test_every_results_file_names_the_script_that_writes_it():
+    """The benchmarks page says which script wrote each results file: the
+    script of that name or, for a ``--name`` variant, the longest script
+    name that prefixes it (``calibration_transfer_n30`` is
+    ``calibration_transfer``'s, not ``calibration``'s)."""
+    import sys
+
+    sys.path.insert(0, str(DOC_DIR))
+    try:
+        import _results
+    finally:
+        sys.path.remove(str(DOC_DIR))
+    bench = REPO_ROOT / "benchmarks"
+    scripts = sorted(p.stem for p in bench.glob("[!_]*.py"))
+    assert _results._script("calibration_transfer_n30", scripts) == "calibration_transfer"
+    assert _results._script("active_learning_ud", scripts) == "active_learning"
+    assert _results._script("calibration", scripts) == "calibration"
+    with pytest.raises(ValueError, match="No benchmark script"):
+        _results._script("nobody_wrote_this", scripts)
+    for md in (bench / "results").glob("*.md"):  # raises for an orphan
+        assert (bench / f"{_results._script(md.stem, scripts)}.py").is_file()

@@ -142,7 +142,7 @@ def _proposal_row(u, code, q_global, out):
 def _deterministic_states(q, gold, k1, det_row):
     """``det_row[0] = gold``, then the ``k1 - 1`` other states of largest
     ``q`` in decreasing order, ties to the lower state (a stable sort of
-    ``-q``, as ``chain.randomized._prepare_sets``).
+    ``-q``, as ``chain.randomized.proposals._prepare_sets``).
 
     One scan in increasing state order keeps the best so far sorted in
     ``det_row[1:]``: a state enters when it beats the last kept one

@@ -273,11 +273,13 @@ def log_likelihood(U, B, y, start=None, end=None):
 
     Parameters
     ----------
-    U, B, start, end
+    U, B
         As in :func:`forward_log`.
     y : array-like of int of shape (n_steps,)
         Labels in ``[0, n_labels)``; with batched ``U`` the same ``y`` is
         scored under every sample.
+    start, end
+        As in :func:`forward_log`.
 
     Returns
     -------
@@ -299,7 +301,7 @@ def log_likelihood_grad(U, B, y, start=None, end=None):
 
     Parameters
     ----------
-    U, B, start, end, y
+    U, B, y, start, end
         As in :func:`log_likelihood`.
 
     Returns

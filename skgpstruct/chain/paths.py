@@ -121,10 +121,12 @@ def paths_log_likelihood(U, B, paths, start=None, end=None):
 
     Parameters
     ----------
-    U, B, start, end
+    U, B
         As in :func:`forward_log`.
     paths : array-like of int of shape (n_paths, n_steps)
         Label sequences in ``[0, n_labels)``.
+    start, end
+        As in :func:`forward_log`.
 
     Returns
     -------

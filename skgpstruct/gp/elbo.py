@@ -148,8 +148,14 @@ class ELBOObjective:
         self.terms = terms if hyperparameters != "all" else None
 
     def initial_hyperparameters(self):
-        """The hyperparameter slice for ``kernel``: ``kernel.theta``
-        (``"all"``), ``[log(c)]`` (``"scale"``) or empty (``"none"``)."""
+        """The starting hyperparameter slice of the flat vector.
+
+        Returns
+        -------
+        theta : ndarray of float64 of shape (n_hyperparameters,)
+            ``kernel.theta`` (``"all"``), ``[log(c)]`` (``"scale"``) or
+            empty (``"none"``).
+        """
         if self.hyperparameters == "all":
             return np.asarray(self.kernel.theta, dtype=np.float64)
         if self.hyperparameters == "scale":
@@ -157,18 +163,29 @@ class ELBOObjective:
         return np.zeros(0)
 
     def hyperparameter_bounds(self):
-        """(low, high) of each hyperparameter, ndarray of shape
-        (n_hyperparameters, 2), in log space as ``kernel.bounds`` (sklearn's
-        convention); None with ``"none"``."""
+        """The box of the hyperparameters.
+
+        Returns
+        -------
+        bounds : ndarray of float64 of shape (n_hyperparameters, 2) or None
+            ``(low, high)`` of each hyperparameter, in log space as
+            ``kernel.bounds`` (sklearn's convention); None with ``"none"``.
+        """
         if self.hyperparameters == "none":
             return None
         kernel = self.kernel if self.hyperparameters == "all" else self.kernel.k1
         return np.asarray(kernel.bounds, dtype=np.float64).reshape(-1, 2)
 
     def bounds(self):
-        """L-BFGS-B box of the flat vector: the variational parameters
-        within :meth:`VariationalLayout.box` (``None`` for a free entry),
-        the hyperparameters within :meth:`hyperparameter_bounds`."""
+        """L-BFGS-B box of the flat vector.
+
+        Returns
+        -------
+        box : list of tuple
+            ``(low, high)`` per entry: the variational parameters within
+            :meth:`VariationalLayout.box` (``None`` for a free side), the
+            hyperparameters within :meth:`hyperparameter_bounds`.
+        """
         low, high = self.layout.box(self.transition_prior_var)
         box = [(None if np.isinf(lo) else float(lo), None if np.isinf(hi) else float(hi))
                for lo, hi in zip(low, high)]
@@ -179,9 +196,21 @@ class ELBOObjective:
         return box
 
     def unpack(self, x):
-        """``(params, kernel)`` at the flat vector ``x``: the
-        :class:`VariationalParams` and the kernel with its hyperparameters
-        (``kernel`` itself with ``"none"``)."""
+        """The model at a flat vector.
+
+        Parameters
+        ----------
+        x : ndarray of float64 of shape (n_params,)
+            The flat vector (variational parameters, then hyperparameters).
+
+        Returns
+        -------
+        params : VariationalParams
+            The variational parameters.
+        kernel : sklearn Kernel
+            The kernel with the hyperparameters of ``x`` (``kernel`` itself
+            with ``"none"``).
+        """
         params = self.layout.unpack(x)
         h = np.asarray(x, dtype=np.float64)[self.layout.slices["hyperparameters"]]
         if self.hyperparameters == "all":

@@ -254,10 +254,14 @@ class LinearKernel(_ContractKernel):
 
     @property
     def hyperparameter_variance(self):
+        """The :class:`~sklearn.gaussian_process.kernels.Hyperparameter` of
+        ``variance`` (searched within ``variance_bounds``)."""
         return Hyperparameter("variance", "numeric", self.variance_bounds)
 
     @property
     def hyperparameter_bias(self):
+        """The :class:`~sklearn.gaussian_process.kernels.Hyperparameter` of
+        ``bias`` (searched within ``bias_bounds``)."""
         return Hyperparameter("bias", "numeric", self.bias_bounds)
 
     def _check_values(self):
@@ -291,7 +295,14 @@ class LinearKernel(_ContractKernel):
         return v * _row_sqnorms(X) + b
 
     def is_stationary(self):
-        """Return False: the linear kernel is not stationary."""
+        """Whether the kernel is stationary (sklearn's kernel API).
+
+        Returns
+        -------
+        stationary : bool
+            False: the linear kernel depends on the inputs, not only on
+            their difference.
+        """
         return False
 
     def __repr__(self):
@@ -353,6 +364,8 @@ class RBFKernel(_ContractKernel):
 
     @property
     def hyperparameter_length_scale(self):
+        """The :class:`~sklearn.gaussian_process.kernels.Hyperparameter` of
+        ``length_scale`` (one entry per feature when anisotropic)."""
         if self.anisotropic:
             return Hyperparameter(
                 "length_scale",
@@ -364,6 +377,8 @@ class RBFKernel(_ContractKernel):
 
     @property
     def hyperparameter_variance(self):
+        """The :class:`~sklearn.gaussian_process.kernels.Hyperparameter` of
+        ``variance`` (searched within ``variance_bounds``)."""
         return Hyperparameter("variance", "numeric", self.variance_bounds)
 
     def _length_scale(self, n_features):
@@ -435,7 +450,13 @@ class RBFKernel(_ContractKernel):
         return np.full(X.shape[0], v)
 
     def is_stationary(self):
-        """Return True: the RBF kernel is stationary."""
+        """Whether the kernel is stationary (sklearn's kernel API).
+
+        Returns
+        -------
+        stationary : bool
+            True: the RBF kernel depends only on ``x - x'``.
+        """
         return True
 
     def __repr__(self):

@@ -302,6 +302,15 @@ class VariationalLayout:
         positive diagonals, weights on the simplex, positive ``s_bin``), so
         internal callers need not check it again. The hyperparameter slice
         is ``x[layout.slices["hyperparameters"]]``.
+
+        Parameters
+        ----------
+        x : array-like of float of shape (size,)
+            The flat vector (as :meth:`pack` makes it).
+
+        Returns
+        -------
+        params : VariationalParams
         """
         x = self._check_x(x)
         K, V, M = self.n_components, self.n_classes, self.n_inducing

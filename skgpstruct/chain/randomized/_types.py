@@ -46,7 +46,13 @@ class LowRankTransitions(NamedTuple):
     right: np.ndarray
 
     def full(self):
-        """The dense (n_states, n_states) matrix ``left @ right.T``."""
+        """The dense transition matrix.
+
+        Returns
+        -------
+        B : ndarray of shape (n_states, n_states)
+            ``left @ right.T``.
+        """
         return np.asarray(self.left) @ np.asarray(self.right).T
 
 

@@ -307,9 +307,9 @@ def randomized_entropy(U, B, n_top=None, n_sampled=None, *,
 randomized_entropy.__doc__ = randomized_entropy.__doc__.format(params=_SHARED_PARAMS)
 
 
-def randomized_gumbel_sample(U, B, n_top=None, n_sampled=None, *, temperature=1.0,
+def randomized_gumbel_sample(U, B, n_top=None, n_sampled=None, *,
                              proposal="local+global", random_state=None, force=None,
-                             index_sets=None, gumbel=None):
+                             index_sets=None, temperature=1.0, gumbel=None):
     """Randomized Gumbel backward sampling (paper Alg. 4).
 
     Forward filtering on the weighted sub-lattice, then backward sampling
