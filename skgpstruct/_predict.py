@@ -356,7 +356,12 @@ class PredictMixin(SingleSequenceMixin):
         X : list of (T_n, n_features) array-likes or sparse matrices
             The sequences to label, as for :meth:`predict`.
         y : list of (T_n,) array-likes
-            Their true labels.
+            Their true labels. A label never seen in ``fit`` is allowed
+            and counts as an error (the tagger cannot predict it), as in
+            sklearn's classifiers and CRFsuite's evaluation: held-out data
+            of a large tag set often has a few (cross-validation folds
+            included). The probability methods, which have no column for
+            it, refuse it instead.
 
         Returns
         -------

@@ -360,3 +360,19 @@ def test_predict_marginals_dict_output_as_sklearn_crfsuite(case):
         assert_array_equal(tagger.predict_single(Xv[i]), tagger.predict([Xv[i]])[0])
     with pytest.raises(ValueError, match="output must be"):
         tagger.predict_marginals_single(Xv[0], output="list")
+
+
+def test_score_counts_an_unseen_label_as_an_error_the_probabilities_refuse_it():
+    """``score`` is token accuracy: a held-out label never seen in fit is a
+    token the tagger gets wrong (as sklearn's classifiers score it), so
+    cross-validation over a large tag set does not fail on a fold; the
+    probability of a path through it has no column and is refused."""
+    X, y = make_chain_data(n_sequences=12, n_classes=3, n_features=4, length=(3, 6),
+                           random_state=0)
+    crf = RandomizedCRFTagger(max_iter=30).fit(X, y)
+    pred = crf.predict(X[:2])
+    y_new = [np.r_[7, pred[0][1:]], pred[1]]
+    n = sum(len(p) for p in pred)
+    assert crf.score(X[:2], y_new) == pytest.approx((n - 1) / n)
+    with pytest.raises(ValueError, match="not seen in fit"):
+        crf.predict_path_proba(X[:2], y_new)
