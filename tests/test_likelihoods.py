@@ -97,3 +97,38 @@ def test_many_matches_per_sequence_calls(lik):
         lik.log_prob_many(F, B, Y[:, :-1])
     with pytest.raises(ValueError, match="B must have shape"):
         lik.log_prob_many(F, B[:, 0], Y)
+
+
+@pytest.mark.parametrize("proposal", ["uniform", "local+global"])
+def test_randomized_gradient_matches_finite_differences_on_a_fixed_sub_lattice(
+        proposal, assert_grad_fd):
+    """The randomized likelihood's gradient is that of log p-hat(y) with its
+    sub-lattice held fixed: the states and, for a proposal that depends on
+    the potentials, their importance weights (constants, as in training by
+    the randomized forward algorithm). The sub-lattice's seed is hashed from
+    the potentials, so it is pinned here; with the uniform proposal that
+    alone fixes the weights and central differences of the likelihood
+    itself must agree, with "local+global" those of log p-hat on the
+    sub-lattice's own index sets."""
+    from skgpstruct.chain import randomized as rdp
+
+    F, B, y = _inputs(S=2, T=5, V=9, seed=4)
+    lik = RandomizedCRFLikelihood(n_top=2, n_sampled=3, proposal=proposal)
+    lik._seed = lambda F_s: 12345
+    _, dF, dB = lik.log_prob_grad(F, B, y)
+    t = np.arange(F.shape[1])
+    for s in range(F.shape[0]):
+        sets = rdp.randomized_marginals(F[s], B[s], 2, 3, proposal=proposal,
+                                        random_state=12345, force=y).index_sets
+
+        def log_p(f, b):
+            z = rdp.randomized_marginals(f, b, index_sets=sets).log_partition
+            return f[t, y].sum() + b[y[:-1], y[1:]].sum() - z
+
+        assert_grad_fd(lambda f: log_p(f.reshape(F[s].shape), B[s]), F[s].ravel(), dF[s])
+        assert_grad_fd(lambda b: log_p(F[s], b.reshape(B[s].shape)), B[s].ravel(), dB[s])
+    if proposal == "uniform":
+        assert_grad_fd(lambda f: lik.log_prob(f.reshape(F.shape), B, y).sum(), F.ravel(),
+                       dF)
+        assert_grad_fd(lambda b: lik.log_prob(F, b.reshape(B.shape), y).sum(), B.ravel(),
+                       dB)

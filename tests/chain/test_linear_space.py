@@ -298,3 +298,70 @@ def test_ragged_blas_pass_by_blocks(monkeypatch):
     blocks = chain.log_likelihood_grad_ragged(U, lengths, B, y, start, end)
     for a, b in zip(blocks, whole):
         assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("shared_B", [True, False])
+@pytest.mark.parametrize("with_start_end", [False, True])
+def test_log_space_baseline_marginals_match_reference(shared_B, with_start_end):
+    """The log-space baseline's marginals mode (no labels), batched, against
+    the numpy reference on random potentials (it was compared only on
+    hand-built input, or with itself through the fallback)."""
+    rng = np.random.default_rng(11 + 2 * shared_B + with_start_end)
+    S, T, V = 3, 6, 4
+    U = 3.0 * rng.standard_normal((S, T, V))
+    B = rng.standard_normal((V, V) if shared_B else (S, V, V))
+    kw = dict(U=U, B=B)
+    if with_start_end:
+        kw.update(start=rng.standard_normal(V), end=rng.standard_normal(V))
+    value, unary, pairwise = _log_space(**kw)
+    want_unary, want_pairwise = ref.marginals_ref(**kw)
+    assert_allclose(unary, want_unary, **TOL)
+    assert_allclose(pairwise, want_pairwise, **TOL)
+    assert_allclose(value, ref.log_partition_ref(**kw), **TOL)
+
+
+@pytest.mark.parametrize("per_sequence_B", [False, True])
+@pytest.mark.parametrize("summed_pairwise", [False, True])
+@pytest.mark.parametrize("labelled", [False, True])
+def test_log_space_ragged_baseline_matches_reference(per_sequence_B, summed_pairwise,
+                                                     labelled):
+    """``_fb_ragged_kernel`` (the log-space ragged baseline of
+    ``benchmarks/chain_kernels.py``) against the numpy references sequence
+    by sequence: lengths 1 to 7, a forbidden (-inf) entry, one sequence at
+    potentials of order 1e3, start and end potentials; with and without
+    labels, shared or per-sequence transitions, per-sequence or summed
+    pairwise output."""
+    rng = np.random.default_rng(5 + 4 * per_sequence_B + 2 * summed_pairwise + labelled)
+    V = 3
+    lengths = np.array([1, 4, 7, 2, 5])
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    N, n = lengths.size, int(offsets[-1])
+    U = rng.standard_normal((n, V))
+    U[offsets[2]:offsets[3]] *= 1e3
+    U[offsets[1] + 1, 2] = -np.inf
+    B = rng.standard_normal((N if per_sequence_B else 1, V, V))
+    start, end = rng.standard_normal(V), rng.standard_normal(V)
+    y = np.empty(n, dtype=np.int64)
+    for k in range(N):  # labels that avoid the forbidden entry
+        y[offsets[k]:offsets[k + 1]] = rng.integers(0, 2, lengths[k])
+    unary = np.empty((n, V))
+    pairwise = np.empty((1 if summed_pairwise else N, V, V))
+    labels = y if labelled else exact._NO_LABELS
+    value = logk._fb_ragged_kernel(U, offsets, B, start, end, labels, unary, pairwise)
+    total = np.zeros((V, V))
+    for k in range(N):
+        a, b = offsets[k], offsets[k + 1]
+        kw = dict(U=U[a:b], B=B[k if per_sequence_B else 0], start=start, end=end)
+        if labelled:
+            want_value, want_unary, want_pair = ref.log_likelihood_grad_ref(y=y[a:b], **kw)
+        else:
+            want_unary, want_pair = ref.marginals_ref(**kw)
+            want_value = ref.log_partition_ref(**kw)
+        assert_allclose(value[k], want_value, rtol=1e-10, atol=1e-9)
+        assert_allclose(unary[a:b], want_unary, **TOL)
+        if summed_pairwise:
+            total += want_pair
+        else:
+            assert_allclose(pairwise[k], want_pair, **TOL)
+    if summed_pairwise:
+        assert_allclose(pairwise[0], total, **TOL)
