@@ -51,13 +51,17 @@ class GPPredictMixin:
         per sequence already)."""
         if self.approximation_ == "features":
             return self._feature_sequence_moments(data)
-        b, Sigma = [], []
-        for n in range(data.n_sequences):
-            b_n, Sigma_n = sequence_marginals(self._terms(data.subset([n])), self.q_mu_,
-                                              self.q_sqrt_)
-            b.append(b_n)
-            Sigma += Sigma_n
-        return np.concatenate(b, axis=1), Sigma
+
+        def alone(n):
+            return sequence_marginals(self._terms(data.subset([n])), self.q_mu_,
+                                      self.q_sqrt_)
+
+        # small products: single-threaded BLAS, in n_jobs threads (the same
+        # numbers whatever n_jobs and the machine's BLAS threads are)
+        with threadpool_limits(1), self._parallel() as parallel:
+            parts = parallel(delayed(alone)(n) for n in range(data.n_sequences))
+        b = np.concatenate([b_n for b_n, _ in parts], axis=1)
+        return b, [S for _, Sigma_n in parts for S in Sigma_n]
 
     def _seeds(self, data):
         """Per-sequence seeds of the posterior draws (see ``predict_seed_``)."""
