@@ -18,6 +18,7 @@ both.
 """
 
 import copy
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -60,6 +61,22 @@ def _tagger_has(name):
         est = self.estimator_ if hasattr(self, "estimator_") else self._estimator()
         return hasattr(est, name)
     return check
+
+
+def _warn_at_edge(tau, low, high):
+    """Warn when the chosen ``tau`` sits at an end of the searched range
+    (within the search's tolerance, 1e-3 in ``log tau``): the held-out loss
+    may still fall beyond it."""
+    for edge, side, meaning in ((low, "lower", "sharpening the marginals still helps"),
+                                (high, "upper", "flattening the marginals still helps")):
+        if abs(np.log(tau) - np.log(edge)) <= 2e-3:
+            warnings.warn(
+                f"The chosen temperature {tau:.4g} is at the {side} end of "
+                f"temperature_range=({low:g}, {high:g}): {meaning} on the held-out "
+                "sequences, so the optimum may lie beyond; widen temperature_range. "
+                "A temperature this far from 1 also says that the tagger is badly "
+                "calibrated on them (too few training sequences, or a penalty far "
+                "too weak or too strong).", UserWarning, stacklevel=3)
 
 
 def _n_tokens(i, seq):
@@ -124,7 +141,8 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
         held-out sequences, used only to choose ``tau``.
     temperature_range : tuple of float, default=(0.05, 20.0)
         The interval ``tau`` is searched in (on a log scale: a grid of 9
-        points, then Brent's method around the best).
+        points, then Brent's method around the best). A ``tau`` at either
+        end raises a UserWarning: the optimum may lie beyond it.
 
     Attributes
     ----------
@@ -262,6 +280,7 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
         if not sum(int(h.keep.sum()) for h in held):
             raise ValueError("No held-out token has a label its tagger was fitted on.")
         self.temperature_, self.calibration_log_loss_ = self._search(held, low, high)
+        _warn_at_edge(self.temperature_, low, high)
         if final is None:
             final = clone(estimator).fit(X, y)
         _set_scale(final, _final_tagger(final)._potential_scale / self.temperature_)

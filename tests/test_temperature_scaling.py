@@ -348,6 +348,32 @@ def test_range_without_one(data):
     """The search stays in the range; the loss at 1 is still reported."""
     X_tr, y_tr, X_te, y_te = data
     crf = RandomizedCRFTagger(n_top=None, c2=0.001, random_state=0).fit(X_tr, y_tr)
-    ts = TemperatureScaledTagger(crf, cv="prefit", temperature_range=(1.5, 3.0)).fit(X_te, y_te)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ts = TemperatureScaledTagger(crf, cv="prefit", temperature_range=(1.5, 3.0)).fit(
+            X_te, y_te)
     assert 1.5 <= ts.temperature_ <= 3.0
     assert np.isfinite(ts.calibration_log_loss_[0])
+    # the optimum of this range is its lower end: the user is told
+    assert ts.temperature_ == pytest.approx(1.5, rel=2e-3)
+    assert [str(w.message) for w in caught if "lower end" in str(w.message)]
+
+
+def test_warns_only_when_the_temperature_sits_at_the_range_edge(data):
+    """A range that stops short of the optimum warns, naming its end; one
+    that contains it does not."""
+    X_tr, y_tr, X_te, y_te = data
+    crf = RandomizedCRFTagger(n_top=None, c2=0.001, random_state=0).fit(X_tr, y_tr)
+    free = TemperatureScaledTagger(crf, cv="prefit").fit(X_te, y_te)
+    tau = free.temperature_
+    assert 0.06 < tau < 15  # inside the default range, away from its ends
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        TemperatureScaledTagger(crf, cv="prefit").fit(X_te, y_te)
+    with pytest.warns(UserWarning, match="upper end of temperature_range"):
+        short = TemperatureScaledTagger(crf, cv="prefit",
+                                        temperature_range=(0.05, 0.9 * tau)).fit(X_te, y_te)
+    assert short.temperature_ == pytest.approx(0.9 * tau, rel=2e-3)
+    with pytest.warns(UserWarning, match="lower end of temperature_range"):
+        TemperatureScaledTagger(crf, cv="prefit",
+                                temperature_range=(1.1 * tau, 20.0)).fit(X_te, y_te)
