@@ -310,9 +310,18 @@ def _run(args, parser, argv):
             tag(args.model, args.input, verbose=args.verbose, nbest=args.nbest,
                 encoding=args.encoding)
         else:
+            import codecs
+            import io
+
+            codecs.lookup(args.encoding or "utf-8")  # a bad name: before any work
+            # tag into memory first: the output file (which may be the input
+            # file, or an earlier result) is only replaced once tagging has
+            # succeeded
+            buffer = io.StringIO()
+            tag(args.model, args.input, verbose=args.verbose, nbest=args.nbest,
+                encoding=args.encoding, out=buffer)
             with open(args.output, "w", encoding=args.encoding or "utf-8") as out:
-                tag(args.model, args.input, verbose=args.verbose, nbest=args.nbest,
-                    encoding=args.encoding, out=out)
+                out.write(buffer.getvalue())
     elif args.command == "eval":
         evaluate(args.gold, args.pred, encoding=args.encoding)
     return 0
@@ -363,7 +372,7 @@ def main(argv=None, prog="skgpstruct"):
     except BrokenPipeError:  # e.g. `skgpstruct tag ... | head`: stop quietly
         _silence_stdout()
         return 1
-    except (CLIError, ValueError, OSError, MemoryBudgetError) as exc:
+    except (CLIError, ValueError, LookupError, OSError, MemoryBudgetError) as exc:
         command = getattr(args, "command", None)
         where = prog if command is None else f"{prog} {command}"
         print(f"{where}: error: {one_line(exc)}", file=sys.stderr)

@@ -557,3 +557,32 @@ def test_basenp_matches_python_pipeline(shared_dir, capsys, tmp_path):
         printed = np.array([[float(f.split("/")[1]) for f in r[4:]] for r in rows])
         assert_allclose(printed, m, rtol=5e-6, atol=5e-7)
         assert [f.split("/")[0] for f in rows[0][4:]] == classes
+
+
+def test_tag_output_is_written_only_after_tagging_succeeds(files, tmp_path, capsys):
+    """``tag -o`` used to open (and empty) its output before anything was
+    checked: a bad model emptied an earlier result, and ``-o`` naming the
+    input destroyed the input. Now the output is replaced only on success,
+    and it may be the input file itself."""
+    previous = tmp_path / "previous.txt"
+    previous.write_text("an earlier result\n")
+    status, _, err = run(["tag", "-m", str(files / "train.data"), "-o", str(previous),
+                          str(files / "train.data")], capsys)
+    assert status == 1 and "not a skgpstruct model" in err
+    assert previous.read_text() == "an earlier result\n"
+    status, _, err = run(["tag", "-m", str(files / "m.skg"), "--encoding", "nosuch", "-o",
+                          str(tmp_path / "new.txt"), str(files / "train.data")], capsys)
+    assert status == 1 and "unknown encoding" in err and "Traceback" not in err
+    assert not (tmp_path / "new.txt").exists()
+    data = tmp_path / "data.txt"
+    data.write_text((files / "train.data").read_text())
+    status, expected, _ = run(["tag", "-m", str(files / "m.skg"), str(data)], capsys)
+    assert status == 0
+    status, _, _ = run(["tag", "-m", str(files / "m.skg"), "-o", str(data), str(data)], capsys)
+    assert status == 0 and data.read_text() == expected
+
+
+def test_train_with_an_unknown_encoding_is_a_one_line_error(files, tmp_path, capsys):
+    status, _, err = run(["train", "--encoding", "nosuch", str(files / "train.data"),
+                          str(tmp_path / "m.skg")], capsys)
+    assert status == 1 and err.strip() == "skgpstruct train: error: unknown encoding: nosuch"
