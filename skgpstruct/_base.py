@@ -433,7 +433,7 @@ class SequenceTaggerMixin(PredictMixin):
         encoder = LabelEncoder().fit(data.y_flat)
         if len(encoder.classes_) < 2:
             raise ValueError(
-                f"y has a single label ({encoder.classes_[0]!r}); a tagger needs "
+                f"y has a single label ({encoder.classes_[0].tolist()!r}); a tagger needs "
                 "at least 2 classes."
             )
         n_features = data.X_flat.shape[1]

@@ -186,8 +186,10 @@ class PredictMixin(SingleSequenceMixin):
         """Per-token label marginals, the same as :meth:`predict_marginals`.
 
         The sklearn name, so that a :class:`~sklearn.pipeline.Pipeline`
-        ending in a tagger, and ``cross_val_predict(method="predict_proba")``,
-        reach the marginals.
+        ending in a tagger reaches the marginals. (sklearn's
+        ``cross_val_predict`` does not work with sequence taggers: it stacks
+        the folds' outputs as one array, and sequences are ragged; loop over
+        the splits of a :class:`~sklearn.model_selection.KFold` instead.)
 
         Parameters
         ----------

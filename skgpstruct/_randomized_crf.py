@@ -152,7 +152,9 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         first verbose fit in a process notes that numba compiles the
         kernels (cached on disk for later processes).
     warm_start : bool, default=False
-        Start from the previous solution when refitting.
+        Start from the previous solution when refitting (with the same
+        labels, number of features, transition form and ``rank``; otherwise
+        the refit starts cold).
 
     Attributes
     ----------
@@ -296,6 +298,16 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
                 del self._backend
 
     # ------------------------------------------------------------------ fit
+    def _warm_start_compatible(self):
+        """Whether a warm start can continue from the fitted transitions:
+        the same form (full or low rank) and, when low rank, the same
+        ``rank``; otherwise the fit starts cold (as after a change of labels
+        or features)."""
+        if self.transitions == "full":
+            return getattr(self, "transition_", None) is not None
+        left = getattr(self, "transition_left_", None)
+        return left is not None and left.shape[1] == self.rank
+
     def _check_params(self, n_classes):
         """Resolve ``n_top`` / ``n_sampled`` (and ``exact_``) for
         ``n_classes`` labels; return the optimiser ``"auto"`` stands for,

@@ -327,3 +327,33 @@ def test_beam_decoding_equals_exact_with_full_beam(data):
         np.testing.assert_array_equal(a, b)
     for a, b in zip(crf.predict_marginals(X_te), beam.predict_marginals(X_te)):
         np.testing.assert_allclose(a, b, atol=1e-10)
+
+
+@pytest.mark.parametrize("first, second", [
+    (dict(transitions="full"), dict(transitions="low_rank", rank=2)),
+    (dict(transitions="low_rank", rank=2), dict(transitions="full")),
+    (dict(transitions="low_rank", rank=2), dict(transitions="low_rank", rank=4)),
+])
+def test_warm_start_after_a_change_of_transitions_starts_cold(first, second):
+    """A warm start cannot continue from transitions of another form or
+    rank (it used to fail reading the old layout): the refit starts cold
+    and equals a fresh fit."""
+    from skgpstruct.datasets import make_chain_data
+
+    X, y = make_chain_data(n_sequences=12, n_classes=3, n_features=5, length=(3, 6),
+                           random_state=0)
+    crf = RandomizedCRFTagger(warm_start=True, max_iter=10, random_state=0, **first)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        crf.fit(X, y)
+        crf.set_params(**second).fit(X, y)
+        fresh = RandomizedCRFTagger(max_iter=10, random_state=0, **second).fit(X, y)
+    np.testing.assert_array_equal(crf.coef_, fresh.coef_)
+    for a, b in zip(crf.predict_marginals(X), fresh.predict_marginals(X)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_single_label_message_shows_the_label_plainly():
+    X = [np.ones((2, 3)), np.ones((3, 3))]
+    with pytest.raises(ValueError, match=r"single label \('B-NP'\)"):
+        RandomizedCRFTagger().fit(X, [np.array(["B-NP"] * 2), np.array(["B-NP"] * 3)])
