@@ -21,6 +21,20 @@ RTOL, ATOL = 1e-6, 1e-8
 FD = dict(h=H, rtol=RTOL, atol=ATOL)
 
 
+def _assert_tril_grad_fd(assert_grad_fd, f, q_sqrt, grad_sqrt):
+    """Central differences of ``f(L)`` over the lower triangles of the
+    Cholesky factors ``q_sqrt`` (the parameters) against ``grad_sqrt``."""
+    rows, cols = np.tril_indices(q_sqrt.shape[-1])
+
+    def f_tril(t):
+        L = np.zeros_like(q_sqrt)
+        L[..., rows, cols] = t.reshape(L.shape[:-2] + (-1,))
+        return f(L)
+
+    assert_grad_fd(f_tril, q_sqrt[..., rows, cols].ravel(), grad_sqrt[..., rows, cols],
+                   **FD)
+
+
 def _spd(M, seed):
     A = np.random.default_rng(seed).standard_normal((M, M))
     return A @ A.T / M + np.eye(M)
@@ -125,15 +139,8 @@ def test_gauss_kl_gradients(whiten, single, assert_grad_fd):
     assert grad["q_mu"].shape == q_mu.shape and grad["q_sqrt"].shape == q_sqrt.shape
     assert_grad_fd(lambda m: gauss_kl(m.reshape(q_mu.shape), q_sqrt, P), q_mu.ravel(),
                    grad["q_mu"], **FD)
-    rows, cols = np.tril_indices(M)
-
-    def f_sqrt(t):
-        L = np.zeros_like(q_sqrt)
-        L[..., rows, cols] = t.reshape(L.shape[:-2] + (-1,))
-        return gauss_kl(q_mu, L, P)
-
-    assert_grad_fd(f_sqrt, q_sqrt[..., rows, cols].ravel(),
-                   grad["q_sqrt"][..., rows, cols], **FD)
+    _assert_tril_grad_fd(assert_grad_fd, lambda L: gauss_kl(q_mu, L, P), q_sqrt,
+                         grad["q_sqrt"])
     assert np.all(np.triu(grad["q_sqrt"].reshape(-1, M, M), 1) == 0)
     assert ("K" in grad) == (not whiten)
     if not whiten:
@@ -508,15 +515,8 @@ def test_entropy_bound_gradients(coupled, K, assert_grad_fd):
     _, grad = mixture_entropy_bound(q_mu, q_sqrt, w, return_grad=True)
     assert_grad_fd(lambda m: mixture_entropy_bound(m.reshape(q_mu.shape), q_sqrt, w),
                    q_mu.ravel(), grad["q_mu"], **FD)
-    rows, cols = np.tril_indices(n)
-
-    def f_sqrt(t):
-        L = np.zeros_like(q_sqrt)
-        L[..., rows, cols] = t.reshape(L.shape[:-2] + (-1,))
-        return mixture_entropy_bound(q_mu, L, w)
-
-    assert_grad_fd(f_sqrt, q_sqrt[..., rows, cols].ravel(),
-                   grad["q_sqrt"][..., rows, cols], **FD)
+    _assert_tril_grad_fd(assert_grad_fd, lambda L: mixture_entropy_bound(q_mu, L, w),
+                         q_sqrt, grad["q_sqrt"])
     if K > 1:
         d = np.array([1.0, -1.0])
         fd_dir = (mixture_entropy_bound(q_mu, q_sqrt, w + H * d)
