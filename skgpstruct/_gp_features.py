@@ -78,6 +78,8 @@ class FeatureFormMixin:
         A given kernel keeps its variance, learned with
         ``optimize_hyperparameters``.
         """
+        # the table of this fit's validation only (a cold fit: none before)
+        self.__dict__.pop("variance_cv_results_", None)
         if self.kernel is not None:
             return float(getattr(self.kernel, "variance", 1.0))
         if self.kernel_variance == "elbo":

@@ -34,6 +34,12 @@ __all__ = ["GPStructTagger"]
 _SEED_MAX = np.iinfo(np.int32).max
 
 
+#: Fitted attributes of one posterior form only (dropped by a fit in the other).
+_FEATURES_ONLY = ("coef_", "coef_var_", "temperature_cv_results_", "_active_features_",
+                  "_bias_column_")
+_INDUCING_ONLY = ("q_mu_", "q_sqrt_", "inducing_points_", "_Lzz")
+
+
 class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
                      SequenceTaggerMixin, BaseEstimator):
     """Linear-chain CRF whose potentials are Gaussian processes (GPstruct).
@@ -522,6 +528,11 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
             x = objective.layout.pack(params, objective.initial_hyperparameters())
             x = self._optimize(objective, x, data.n_sequences, rng, objective.bounds())
             self._store(x, objective)
+        # a refit in the other form leaves no attribute of the last fit's
+        # form behind to contradict this one
+        for name in (_INDUCING_ONLY if self.approximation_ == "features"
+                     else _FEATURES_ONLY):
+            self.__dict__.pop(name, None)
         # drawn last, so that the fit itself consumes the same stream as before
         self.predict_seed_ = int(rng.randint(_SEED_MAX))
 

@@ -198,3 +198,28 @@ def test_defaults_fit_a_single_sequence():
         est = GPStructTagger(random_state=0, max_iter=20).fit(X, y)
     assert est.kernel_.variance == 1.0 and est.variance_cv_results_ is None
     assert est.score(X, y) > 0.5
+
+
+def test_refit_in_another_form_leaves_no_stale_attributes():
+    """A refit after set_params keeps only this fit's attributes: the
+    other form's posterior and a validation table that no longer applies
+    used to stay and contradict the docstring."""
+    X, y = make_chain_data(n_sequences=12, n_classes=3, n_features=5, length=(3, 6),
+                           random_state=0)[:2]
+    GP = dict(n_inducing=10, n_samples=5, n_predict_samples=8, max_iter=5, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        g = GPStructTagger(kernel_variance="cv", temperature="auto", **GP).fit(X, y)
+        assert g.variance_cv_results_ is not None and hasattr(g, "coef_")
+        g.set_params(approximation="inducing", kernel_variance=2.0, temperature=1.0).fit(X, y)
+        for name in ("coef_", "coef_var_", "variance_cv_results_", "temperature_cv_results_"):
+            assert not hasattr(g, name), name
+        assert g.q_mu_.shape[0] == 1
+        g.set_params(approximation="features").fit(X, y)
+        for name in ("q_mu_", "q_sqrt_", "inducing_points_", "variance_cv_results_"):
+            assert not hasattr(g, name), name
+        fresh = GPStructTagger(approximation="features", kernel_variance=2.0,
+                               temperature=1.0, **GP).fit(X, y)
+    assert sorted(k for k in vars(g) if k.endswith("_")) == sorted(
+        k for k in vars(fresh) if k.endswith("_"))
+    np.testing.assert_array_equal(g.coef_, fresh.coef_)
