@@ -65,8 +65,8 @@ def _tagger_has(name):
 
 def _warn_at_edge(tau, low, high):
     """Warn when the chosen ``tau`` sits at an end of the searched range
-    (within the search's tolerance, 1e-3 in ``log tau``): the held-out loss
-    may still fall beyond it."""
+    (within twice the search's tolerance, 2e-3 in ``log tau``): the
+    held-out loss may still fall beyond it."""
     for edge, side, meaning in ((low, "lower", "sharpening the marginals still helps"),
                                 (high, "upper", "flattening the marginals still helps")):
         if abs(np.log(tau) - np.log(edge)) <= 2e-3:
@@ -247,8 +247,6 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
             raise ValueError(
                 f"X and y have different numbers of sequences: {len(X)} and {len(y)}."
             )
-        if len(X) == 0:
-            raise ValueError("X and y are empty: at least one sequence is required.")
         # the labels against X's token counts here, as the tagger's own fit
         # does: the held-out labels of cv="prefit" meet no other check
         y = check_y_sequences(y, lengths=[_n_tokens(i, x) for i, x in enumerate(X)])
