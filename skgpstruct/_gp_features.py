@@ -145,7 +145,8 @@ class FeatureFormMixin:
         """Starting :class:`FeatureParams` over the active features, and the
         design matrix restricted to them. A warm start (only ever from a
         weight-space fit: ``_warm_start_compatible``) continues from the
-        fitted posterior, on the features and bias column of that fit. The
+        fitted posterior, on the bias column of that fit and on its features
+        together with those first active in ``data`` (at the prior). The
         prior variances in the parameters are the cold posterior's,
         ``temperature`` times the model's."""
         V = len(self.classes_)
@@ -157,15 +158,21 @@ class FeatureFormMixin:
             self._bias_column_ = float(np.sqrt(bias / variance))
         X = self._feature_design(data.X_flat)
         variance = temperature * variance
+        seen = np.flatnonzero(np.diff(sp.csc_matrix(X).indptr))
         if warm:
-            active = self._active_features_
+            # the earlier fit's features, and those first active now, which
+            # start at the prior (mean 0, variance 1 in units of the prior's)
+            active = np.union1d(self._active_features_, seen)
+            new = ~np.isin(active, self._active_features_)
+            m = self.coef_.T[active] / np.sqrt(variance)
+            s = self.coef_var_.T[active] / variance
+            m[new], s[new] = 0.0, 1.0
+            self._active_features_ = active
             params = FeatureParams(
-                self.coef_.T[active] / np.sqrt(variance),
-                self.coef_var_.T[active] / variance,
-                self.transition_mean_, self.transition_var_, variance,
+                m, s, self.transition_mean_, self.transition_var_, variance,
                 temperature * self.transition_prior_var_)
         else:
-            active = np.flatnonzero(np.diff(sp.csc_matrix(X).indptr))
+            active = seen
             self._active_features_ = active
             D = active.size
             params = FeatureParams(

@@ -171,6 +171,24 @@ def test_warm_start_continues_from_the_posterior(data):
     assert gp.elbo_history_[0] >= cold_elbo - 1e-6 * abs(cold_elbo)
 
 
+def test_warm_start_takes_in_features_first_active_in_the_new_data(data):
+    X, y, _, _ = data
+    gp = GPStructTagger(kernel_variance=3.0, **FAST).fit(X, y)
+    last = X[0].shape[1] - 1
+    assert np.all(gp.coef_var_[:, last] == 0)  # never active in the first fit
+    # the second fit's data use the last feature wherever a label is class 0
+    X2 = [x.tolil() for x in X]
+    for x, labels in zip(X2, y):
+        x[np.flatnonzero(np.asarray(labels) == gp.classes_[0]), last] = 1.0
+    X2 = [x.tocsr() for x in X2]
+    gp.set_params(warm_start=True).fit(X2, y)
+    cold = GPStructTagger(kernel_variance=3.0, **FAST).fit(X2, y)
+    assert_array_equal(gp._active_features_, cold._active_features_)
+    assert np.all(gp.coef_var_[:, last] > 0)
+    # the new feature marks class 0, in the warm fit as in the cold one
+    assert np.argmax(gp.coef_[:, last]) == np.argmax(cold.coef_[:, last]) == 0
+
+
 def test_n_jobs_does_not_change_the_fit(data, monkeypatch):
     X, y, _, _ = data
     monkeypatch.setattr(weight_space, "CHUNK_SEQUENCES", 7)  # several chunks
