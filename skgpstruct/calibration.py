@@ -158,7 +158,7 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
         The tagger's labels.
     n_features_in_ : int
         Number of features the tagger was fitted on (a Pipeline's first
-        step's when it has one).
+        step's; absent when that step has none).
 
     See Also
     --------
@@ -288,6 +288,8 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
         first = final[0] if isinstance(final, Pipeline) else final
         if hasattr(first, "n_features_in_"):
             self.n_features_in_ = first.n_features_in_
+        elif hasattr(self, "n_features_in_"):
+            del self.n_features_in_  # an earlier fit's, not this model's
         return self
 
     @staticmethod

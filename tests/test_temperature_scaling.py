@@ -270,6 +270,17 @@ def test_pipeline_estimator():
     assert_allclose(proba[0].sum(axis=1), 1.0)
     assert ts.predict(words[:1])[0].tolist() == ["D", "N", "V"]
     assert not hasattr(ts, "predict_path_proba")  # a Pipeline does not route it
+    assert not hasattr(ts, "n_features_in_")  # dict features: the vectorizer has none
+
+
+def test_refit_with_a_pipeline_drops_the_earlier_n_features_in(data):
+    X_tr, y_tr, _, _ = data
+    ts = TemperatureScaledTagger(_crf(), cv=3).fit(X_tr, y_tr)
+    assert ts.n_features_in_ == X_tr[0].shape[1]
+    words = [[{"w": str(int(v > 0))} for v in x[:, 0]] for x in X_tr]
+    pipe = Pipeline([("vec", SequenceVectorizer()), ("tagger", _crf())])
+    ts.set_params(estimator=pipe).fit(words, y_tr)
+    assert not hasattr(ts, "n_features_in_")
 
 
 def test_groups_reach_the_splitter(data):
