@@ -179,8 +179,9 @@ examples:
 _EVAL_EPILOG = """\
 With one file, its last two columns are the gold and the predicted label
 (the output of 'skgpstruct tag' on labelled data, as conlleval reads it);
-with two, the last column of each. '# <p>' lines are skipped; label/<p>
-columns of -v1 / -v2 output are not understood (use -v0 output).
+with two, the last column of each, and the same tokens in both. Output of
+tag -v1 / -v2 is read too (its label/<p> prediction column; the '# <p>'
+lines skipped); n-best output (-n) is refused.
 
 examples:
   skgpstruct tag -m model.skg test.data | skgpstruct eval -

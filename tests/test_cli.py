@@ -473,7 +473,6 @@ Corp. NNP I-NP I-NP
 said VBD B-VP B-VP
 
 It PRP B-NP B-NP
-# 0.5
 signed VBD B-VP I-VP
 """
 
@@ -510,6 +509,60 @@ def test_eval_two_files_and_tag_output(files, capsys, tmp_path):
     status, _, err = run(["eval", str(files / "train.data"), str(tmp_path / "short.txt")],
                          capsys)
     assert status == 1 and "3 sentences" in err
+
+
+@pytest.mark.parametrize("verbose", ["-v1", "-v2"])
+def test_eval_reads_verbose_tag_output(files, capsys, tmp_path, verbose):
+    """-v1 / -v2 output: the '# p' lines skipped, the label/p prediction's
+    label scored (not the whole column, nor -v2's last label/p column)."""
+    (tmp_path / "test.data").write_text(TRAIN.replace("B\n", "I\n", 2))
+    scores = {}
+    for v in ("-v0", verbose):
+        out_file = tmp_path / f"pred{v}.txt"
+        run(["tag", "-m", str(files / "m.skg"), v, "-o", str(out_file),
+             str(tmp_path / "test.data")], capsys)
+        status, one, err = run(["eval", str(out_file)], capsys)
+        status2, two, _ = run(["eval", str(tmp_path / "test.data"), str(out_file)], capsys)
+        assert status == status2 == 0 and err == "" and one == two
+        scores[v] = one
+    assert "token accuracy: 100.00%" not in scores["-v0"]  # the two changed labels
+    assert scores[verbose] == scores["-v0"]
+    # the verbose file as GOLD of two files: its last column is no gold label
+    status, _, err = run(["eval", str(out_file), str(tmp_path / "test.data")], capsys)
+    assert status == 1 and "give the labelled file as GOLD" in err
+
+
+def test_eval_refuses_nbest_output(files, capsys, tmp_path):
+    run(["tag", "-m", str(files / "m.skg"), "-n", "2", "-o", str(tmp_path / "nbest.txt"),
+         str(files / "train.data")], capsys)
+    status, out, err = run(["eval", str(tmp_path / "nbest.txt")], capsys)
+    assert status == 1 and out == "" and "n-best output" in err and "line 1" in err
+
+
+def test_eval_checks_the_columns_and_tokens(files, capsys, tmp_path):
+    (tmp_path / "ragged.txt").write_text("a X B B\nb X I\n")
+    status, _, err = run(["eval", str(tmp_path / "ragged.txt")], capsys)
+    assert status == 1 and "ragged.txt, line 2: 3 column(s), but line 1 has 4" in err
+    gold = files / "train.data"
+    other = tmp_path / "other.txt"  # the same labels on other tokens
+    other.write_text("\n".join(" ".join(["w" + c[0]] + c[1:]) if c else ""
+                               for c in (line.split() for line in TRAIN.split("\n"))))
+    status, _, err = run(["eval", str(gold), str(other)], capsys)
+    assert status == 1 and "must hold the same sentences" in err and "line 1" in err
+    # a file of labels only is not compared token by token
+    labels = tmp_path / "labels.txt"
+    labels.write_text("\n".join(line.split()[-1] if line else ""
+                                for line in TRAIN.split("\n")))
+    status, out, _ = run(["eval", str(gold), str(labels)], capsys)
+    assert status == 0 and "token accuracy: 100.00%" in out
+
+
+def test_eval_hash_token_with_a_numeric_label_is_a_token(capsys, tmp_path):
+    """'# 3' is a crf_test header only when the file is -v1 output; in a
+    plain file it is the token '#' with the label 3."""
+    (tmp_path / "g.txt").write_text("# 3 3\nx 4 5\n\n# 3 4\n")
+    status, out, err = run(["eval", str(tmp_path / "g.txt")], capsys)
+    assert status == 0 and "3 tokens, 2 sentences; token accuracy: 33.33%" in out
 
 
 def test_eval_non_iob_tags(capsys, tmp_path):

@@ -8,6 +8,8 @@
   metadata) and the version rule applied when it is loaded;
 * ``_train``: ``skgpstruct train`` (data, features, tagger, pipeline);
 * ``_tag``: ``skgpstruct tag`` (crf_test's output, ``-v`` and ``-n``);
+* ``_eval_input``: ``skgpstruct eval``'s input (plain, ``-v1`` / ``-v2``
+  output; one file or two);
 * ``_chunks``: conlleval's chunks and ``skgpstruct eval``.
 
 The argument parser and ``main`` live in :mod:`skgpstruct.cli`.

@@ -22,7 +22,7 @@ from collections import Counter
 
 import numpy as np
 
-from ._common import CLIError, read_columns, read_input
+from ._eval_input import read_eval_input
 
 __all__ = ["chunk_scores", "conlleval_chunks", "evaluate", "read_eval_input"]
 
@@ -130,56 +130,6 @@ def chunk_scores(y_true, y_pred):
         "overall": _prf(sum(correct.values()), sum(pred.values()), sum(gold.values())),
         "per_type": {k: _prf(correct[k], pred[k], gold[k]) for k in types},
     }
-
-
-def read_eval_input(gold_path, pred_path=None, encoding="utf-8"):
-    """Gold and predicted labels of ``skgpstruct eval``'s input.
-
-    One file: its last two columns are the gold and the predicted label
-    (``skgpstruct tag`` / ``crf_test`` on labelled data, as conlleval reads
-    it). Two files: the last column of each, with the same sentences and
-    tokens. ``# <prob>`` lines (``tag -v1``) are skipped.
-
-    Parameters
-    ----------
-    gold_path : str or path-like
-        The file (``"-"`` for stdin).
-    pred_path : str or path-like, default=None
-        The file of predictions, if separate.
-    encoding : str, default="utf-8"
-
-    Returns
-    -------
-    y_true, y_pred : list of list of str
-    """
-    def load(path):
-        source = "<stdin>" if path == "-" else str(path)
-        return source, read_columns(read_input(path, encoding), source, skip_headers=True)
-
-    source, gold = load(gold_path)
-    if pred_path is None:
-        y_true, y_pred = [], []
-        for sentence in gold:
-            for lineno, cols in sentence:
-                if len(cols) < 2:
-                    raise CLIError(
-                        f"{source}, line {lineno}: 1 column; with one file the last "
-                        "two columns are the gold and the predicted label."
-                    )
-            y_true.append([cols[-2] for _, cols in sentence])
-            y_pred.append([cols[-1] for _, cols in sentence])
-        return y_true, y_pred
-    pred_source, pred = load(pred_path)
-    if len(pred) != len(gold):
-        raise CLIError(f"{source} has {len(gold)} sentences but {pred_source} has "
-                       f"{len(pred)}.")
-    for k, (g, p) in enumerate(zip(gold, pred)):
-        if len(g) != len(p):
-            raise CLIError(
-                f"sentence {k + 1} has {len(g)} tokens in {source} (line {g[0][0]}) "
-                f"but {len(p)} in {pred_source} (line {p[0][0]})."
-            )
-    return ([[c[-1] for _, c in s] for s in gold], [[c[-1] for _, c in s] for s in pred])
 
 
 def _is_iob(labels):

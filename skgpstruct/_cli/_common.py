@@ -9,8 +9,8 @@ import sys
 import tempfile
 import warnings
 
-__all__ = ["CLIError", "input_path", "one_line", "read_columns", "read_input",
-           "relay_warnings"]
+__all__ = ["CLIError", "check_column_counts", "input_path", "one_line", "read_columns",
+           "read_input", "relay_warnings"]
 
 _COLUMN_SEP = re.compile(r"[ \t]+")
 
@@ -128,22 +128,7 @@ def one_line(exc):
     return text or type(exc).__name__
 
 
-def _is_header(line):
-    """Whether ``line`` is a ``# prob`` / ``# k prob`` line of crf_test."""
-    if not line.startswith("# "):
-        return False
-    fields = line[2:].split(" ")
-    if len(fields) not in (1, 2):
-        return False
-    try:
-        for f in fields:
-            float(f)
-    except ValueError:
-        return False
-    return True
-
-
-def read_columns(text, source, skip_headers=False):
+def read_columns(text, source):
     """Sentences of a column file: one token a line, a blank line between sentences.
 
     Columns are separated by runs of spaces and tabs, as in CRF++; spaces and
@@ -155,9 +140,6 @@ def read_columns(text, source, skip_headers=False):
         The file's text (LF line ends).
     source : str
         The file's name, for error messages.
-    skip_headers : bool, default=False
-        Skip the ``# <prob>`` / ``# <k> <prob>`` lines that ``crf_test -v1``
-        / ``-n`` (and ``skgpstruct tag``) print before a sentence.
 
     Returns
     -------
@@ -172,14 +154,38 @@ def read_columns(text, source, skip_headers=False):
                 sentences.append(current)
                 current = []
             continue
-        if skip_headers and _is_header(line):
-            continue
         current.append((lineno, tuple(_COLUMN_SEP.split(line))))
     if current:
         sentences.append(current)
     if not sentences:
         raise CLIError(f"{_display(source)}: no sentence (empty, or blank lines only).")
     return sentences
+
+
+def check_column_counts(sentences, source):
+    """Refuse a column file whose token lines differ in their number of columns.
+
+    Parameters
+    ----------
+    sentences : list of list of (int, tuple of str)
+        :func:`read_columns`' output.
+    source : str
+        The file's name, for the message.
+
+    Raises
+    ------
+    CLIError
+        Naming the first line whose count differs from the first line's.
+    """
+    first_line, first = sentences[0][0]
+    for sentence in sentences:
+        for lineno, cols in sentence:
+            if len(cols) != len(first):
+                raise CLIError(
+                    f"{_display(source)}, line {lineno}: {len(cols)} column(s), but "
+                    f"line {first_line} has {len(first)}; every token line must have "
+                    "the same number of columns."
+                )
 
 
 @contextlib.contextmanager

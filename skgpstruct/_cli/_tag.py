@@ -25,7 +25,8 @@ import sys
 import numpy as np
 
 from .._decoders import _dense
-from ._common import CLIError, input_path, read_columns, read_input, relay_warnings
+from ._common import (CLIError, check_column_counts, input_path, read_columns, read_input,
+                      relay_warnings)
 from ._model import load_model
 
 __all__ = ["predict_paths", "read_tag_input", "tag"]
@@ -76,14 +77,7 @@ def read_tag_input(path, model, encoding=None):
             f"reads {n} input column(s): a token line needs {n} (no gold label) or "
             f"{n + 1} (gold label last)."
         )
-    for sentence in sentences:
-        for lineno, cols in sentence:
-            if len(cols) != len(first):
-                raise CLIError(
-                    f"{source}, line {lineno}: {len(cols)} column(s), but line "
-                    f"{first_line} has {len(first)}; every token line must have "
-                    "the same number of columns."
-                )
+    check_column_counts(sentences, source)
     printed = [[cols for _, cols in s] for s in sentences]
     X = [[cols[:n] for cols in s] for s in printed]
     return printed, X, len(first) == n + 1
