@@ -53,7 +53,7 @@ def demo(n_sequences=400, n_classes=5, n_features=20, random_state=0, out=None):
     n_features : int, default=20
         Number of token features.
     random_state : int, default=0
-        Seed of the data.
+        Seed of the data and of the taggers.
     out : file-like, default=None
         Where to print (``sys.stdout`` if None).
 
@@ -61,6 +61,12 @@ def demo(n_sequences=400, n_classes=5, n_features=20, random_state=0, out=None):
     -------
     errors : dict
         Token error rate (percent) of each model, by name.
+
+    Raises
+    ------
+    ValueError
+        If ``n_sequences < 2`` (one to train, one to test), or for
+        :func:`~skgpstruct.datasets.make_chain_data`'s bad parameters.
     """
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.linear_model import LogisticRegression
@@ -70,6 +76,9 @@ def demo(n_sequences=400, n_classes=5, n_features=20, random_state=0, out=None):
     from skgpstruct.metrics import token_error_rate
 
     out = sys.stdout if out is None else out
+    if n_sequences < 2:
+        raise ValueError(f"n_sequences must be >= 2 (half train, half test), got "
+                         f"{n_sequences}.")
     X, y = make_chain_data(
         n_sequences=n_sequences,
         n_classes=n_classes,
@@ -189,24 +198,30 @@ examples:
 """
 
 
-def _non_negative(text):
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+def _int_at_least(low):
+    """An argparse type: an integer ``>= low``, with a message that says so."""
+    def check(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {text!r}")
+        return value
+    return check
 
 
-def _positive(text):
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
+_non_negative = _int_at_least(0)
+_positive = _int_at_least(1)
 
 
 def _non_negative_float(text):
-    value = float(text)
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text}")
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not value >= 0:
+        raise argparse.ArgumentTypeError(f"must be a number >= 0, got {text!r}")
     return value
 
 
@@ -244,9 +259,9 @@ def build_parser(prog="skgpstruct"):
                    help="CRF++ feature template (default: WordFeatures on column 0)")
     p.add_argument("--format", dest="fmt", choices=("crfpp", "conllu"), default="crfpp",
                    help="format of TRAIN (default: crfpp)")
-    p.add_argument("--conllu-tag", choices=CONLLU_TAGS, default="upos",
+    p.add_argument("--conllu-tag", choices=CONLLU_TAGS,
                    help="label of a CoNLL-U word (default: upos)")
-    p.add_argument("--conllu-columns", default="form", metavar="NAMES",
+    p.add_argument("--conllu-columns", metavar="NAMES",
                    help="comma-separated CoNLL-U fields that are the token's "
                         "columns (default: form)")
     p.add_argument("--c1", type=_non_negative_float, metavar="X",
@@ -257,7 +272,9 @@ def build_parser(prog="skgpstruct"):
     p.add_argument("--max-iter", type=_positive, metavar="N",
                    help="optimiser iterations (default: the tagger's)")
     p.add_argument("--n-jobs", type=int, metavar="N", help="joblib threads")
-    p.add_argument("--random-state", type=int, metavar="N", help="seed")
+    p.add_argument("--random-state", type=int, default=0, metavar="N",
+                   help="seed of the tagger's random draws (default: 0, so that "
+                        "training twice gives the same model, as crf_learn does)")
     p.add_argument("--encoding", default="utf-8", help="text encoding (default: utf-8)")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="log the fit on stderr (-vv: every iteration)")
@@ -282,10 +299,14 @@ def build_parser(prog="skgpstruct"):
     p.add_argument("--encoding", default="utf-8", help="text encoding (default: utf-8)")
 
     p = sub.add_parser("demo", help="fit on built-in synthetic data and report")
-    p.add_argument("--n-sequences", type=int, default=400)
-    p.add_argument("--n-classes", type=int, default=5)
-    p.add_argument("--n-features", type=int, default=20)
-    p.add_argument("--random-state", type=int, default=0)
+    p.add_argument("--n-sequences", type=_int_at_least(2), default=400, metavar="N",
+                   help="sequences drawn, half to train and half to test (default: 400)")
+    p.add_argument("--n-classes", type=_int_at_least(2), default=5, metavar="N",
+                   help="labels (default: 5)")
+    p.add_argument("--n-features", type=_positive, default=20, metavar="N",
+                   help="token features (default: 20)")
+    p.add_argument("--random-state", type=int, default=0, metavar="N",
+                   help="seed of the data and the taggers (default: 0)")
     return parser
 
 
@@ -298,12 +319,16 @@ def _run(args, parser, argv):
     elif args.command == "train":
         if args.tagger == "gp" and (args.c1 is not None or args.c2 is not None):
             parser.error("--c1 and --c2 are options of --tagger crf only")
-        columns = tuple(c.strip() for c in args.conllu_columns.split(",") if c.strip())
+        if args.fmt != "conllu" and (args.conllu_tag or args.conllu_columns):
+            print(f"{parser.prog} train: warning: --conllu-tag and --conllu-columns "
+                  "apply to --format conllu only; ignored.", file=sys.stderr)
+        columns = tuple(c.strip() for c in (args.conllu_columns or "form").split(",")
+                        if c.strip())
         train(args.train, args.model, tagger=args.tagger, template=args.template,
               fmt=args.fmt, c1=args.c1, c2=args.c2, max_iter=args.max_iter,
               n_jobs=args.n_jobs,
               random_state=args.random_state, verbose=args.verbose,
-              encoding=args.encoding, conllu_tag=args.conllu_tag,
+              encoding=args.encoding, conllu_tag=args.conllu_tag or "upos",
               conllu_columns=columns,
               command=shlex.join([parser.prog.split()[-1], *argv]))
     elif args.command == "tag":

@@ -1,5 +1,5 @@
-"""The command line: ``demo``, ``train``, ``tag`` (crf_test's output), ``eval``
-(conlleval's chunks), model files and exit statuses."""
+"""The command line: ``demo``, ``train``, ``tag`` (crf_test's output), model
+files and exit statuses (``eval``: ``test_cli_eval.py``)."""
 
 import io
 import math
@@ -10,11 +10,11 @@ import warnings
 import joblib
 import numpy as np
 import pytest
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import ConvergenceWarning
 
 import skgpstruct
-from skgpstruct._cli import chunk_scores, conlleval_chunks, load_model
+from skgpstruct._cli import load_model
 from skgpstruct._cli._tag import read_tag_input
 from skgpstruct.chain import log_partition
 from skgpstruct.cli import demo, main
@@ -47,76 +47,7 @@ def test_module_entry_point_version():
     assert res.stdout.strip() == f"skgpstruct {skgpstruct.__version__}"
 
 
-# ------------------------------------------------------------------ helpers
-
-TRAIN = """\
-He PRP B
-reckons VBZ O
-the DT B
-current JJ I
-account NN I
-deficit NN I
-
-It PRP B
-will MD O
-narrow VB O
-to TO O
-only RB B
-# NN I
-1.8 CD I
-billion CD I
-
-The DT B
-pound NN I
-is VBZ O
-widely RB O
-expected VBN O
-"""
-
-TEMPLATE = """\
-# a CRF++ template
-U00:%x[0,0]
-U01:%x[0,1]
-U02:%x[-1,1]/%x[0,1]
-
-B
-"""
-
-
-def run(argv, capsys, stdin=None, monkeypatch=None):
-    """``main(argv)`` -> (status, stdout, stderr); ``stdin`` bytes if given."""
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
-    status = main(argv)
-    out, err = capsys.readouterr()
-    return status, out, err
-
-
-def parse_blocks(text):
-    """crf_test output -> list of (header fields or None, token rows)."""
-    blocks = []
-    for chunk in text.split("\n\n"):
-        lines = [line for line in chunk.split("\n") if line]
-        if not lines:
-            continue
-        header = None
-        if lines[0].startswith("# "):
-            header = lines[0][2:].split(" ")
-            lines = lines[1:]
-        blocks.append((header, [line.split("\t") for line in lines]))
-    return blocks
-
-
-@pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    """A tiny labelled file, its template and a CRF model trained on them."""
-    d = tmp_path_factory.mktemp("cli")
-    (d / "train.data").write_text(TRAIN)
-    (d / "template").write_text(TEMPLATE)
-    status = main(["train", "--template", str(d / "template"), "--max-iter", "30",
-                   "--random-state", "0", str(d / "train.data"), str(d / "m.skg")])
-    assert status == 0
-    return d
+from ._cli_helpers import TEMPLATE, TRAIN, files, parse_blocks, run  # noqa: F401
 
 
 # ----------------------------------------------------------------- usage
@@ -149,11 +80,33 @@ def test_version_in_process(capsys):
     ["train", "--c1", "-1", "a", "b"],
     ["train", "--max-iter", "0", "a", "b"],
     ["eval"],
+    ["demo", "--n-sequences", "1"],
 ])
 def test_usage_errors_exit_2(argv, capsys):
     status, out, err = run(argv, capsys)
     assert status == 2
     assert "usage:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["train", "--max-iter", "abc", "a", "b"], "--max-iter: must be an integer >= 1, got 'abc'"),
+    (["train", "--c2", "x", "a", "b"], "--c2: must be a number >= 0, got 'x'"),
+    (["tag", "-m", "m", "-n", "1.5", "f"], "--nbest: must be an integer >= 0, got '1.5'"),
+    (["demo", "--n-sequences", "1"], "--n-sequences: must be an integer >= 2, got '1'"),
+])
+def test_bad_numbers_say_what_is_expected(argv, message, capsys):
+    status, _, err = run(argv, capsys)
+    assert status == 2 and message in err and "_positive" not in err
+
+
+def test_demo_help_documents_its_options(capsys):
+    status, out, _ = run(["demo", "--help"], capsys)
+    assert status == 0
+    for option in ("--n-sequences N", "--n-classes N", "--n-features N", "--random-state N"):
+        assert option in out
+    assert out.count("default:") == 4
+    with pytest.raises(ValueError, match="n_sequences must be >= 2"):
+        demo(n_sequences=1)
 
 
 # ---------------------------------------------------------- train and tag
@@ -396,7 +349,8 @@ def test_tag_refuses_bad_input(files, capsys, tmp_path, text, message):
 @pytest.mark.parametrize("template,message", [
     (None, "no such template file"),
     ("X00:%x[0,0]\n", "must start with 'U'"),
-    ("U00:%x[0,7]\n", "reads column 7"),
+    ("U00:%x[0,0]\n\n# c\nU01:%x[0,7]\n",  # named by its line, before the fit
+     "tpl, line 4 ('U01:%x[0,7]') reads column 7, but the tokens of"),
     ("U00:%x[9,0]\n", "outside CRF++'s range"),
     ("B\n", "no unigram"),
 ])
@@ -422,6 +376,63 @@ def test_train_refuses_bad_data(capsys, tmp_path, text, message):
     assert status == 1 and message in err and err.count("\n") == 1
 
 
+def test_train_checks_the_model_path_before_the_fit(files, capsys, tmp_path, monkeypatch):
+    from skgpstruct._cli import _train
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("fitted before the model path was checked")
+
+    monkeypatch.setattr(_train, "build_pipeline", no_fit)
+    for model, message in [(tmp_path / "nodir" / "m.skg", "no such directory"),
+                           (tmp_path, "is a directory; MODEL is the model file")]:
+        status, _, err = run(["train", str(files / "train.data"), str(model)], capsys)
+        assert status == 1 and message in err and err.count("\n") == 1
+
+
+def test_tag_with_a_directory_as_model(files, capsys, tmp_path):
+    status, _, err = run(["tag", "-m", str(tmp_path), str(files / "train.data")], capsys)
+    assert status == 1 and "is a directory, not a model file" in err
+
+
+def test_gp_train_is_repeatable_without_a_seed(files, capsys, tmp_path):
+    """The command line's seed defaults to 0 (the estimator's is None)."""
+    coefs = []
+    for name in ("a.skg", "b.skg"):
+        status, _, _ = run(["train", "--tagger", "gp", "--max-iter", "2",
+                            str(files / "train.data"), str(tmp_path / name)], capsys)
+        assert status == 0
+        tagger = load_model(tmp_path / name)["pipeline"][-1]
+        assert tagger.random_state == 0
+        coefs.append(tagger.coef_)
+    assert_array_equal(coefs[0], coefs[1])
+
+
+def test_train_warns_about_what_it_ignores(files, capsys, tmp_path):
+    status, _, err = run(["train", "--conllu-tag", "xpos", "--max-iter", "3",
+                          str(files / "train.data"), str(tmp_path / "m.skg")], capsys)
+    assert status == 0
+    assert err.startswith("skgpstruct train: warning: --conllu-tag and --conllu-columns "
+                          "apply to --format conllu only")
+    (tmp_path / "tpl").write_text(TEMPLATE + "B01:%x[0,0]\n")
+    status, _, err = run(["train", "--template", str(tmp_path / "tpl"), "--max-iter", "3",
+                          str(files / "train.data"), str(tmp_path / "m.skg")], capsys)
+    assert status == 0 and "UserWarning: Bigram template line(s) with macros" in err
+
+
+def test_train_decoding_errors_point_to_the_option(files, capsys, tmp_path):
+    (tmp_path / "t.data").write_bytes("Né NN B\nx NN O\n".encode("latin-1"))
+    (tmp_path / "tpl").write_bytes("U00:%x[0,0]\n# é\n".encode("latin-1"))
+    for argv in (["train", str(tmp_path / "t.data"), str(tmp_path / "m.skg")],
+                 ["train", "--template", str(tmp_path / "tpl"), str(files / "train.data"),
+                  str(tmp_path / "m.skg")]):
+        status, _, err = run(argv, capsys)
+        assert status == 1 and "line " in err and err.count("\n") == 1
+        assert err.rstrip().endswith("pass the file's encoding with --encoding.")
+    status, _, _ = run(["train", "--encoding", "latin-1", "--max-iter", "3",
+                        str(tmp_path / "t.data"), str(tmp_path / "m.skg")], capsys)
+    assert status == 0
+
+
 def test_train_from_stdin_and_missing_file(capsys, monkeypatch, tmp_path):
     status, _, err = run(["train", "--max-iter", "5", "-", str(tmp_path / "s.skg")],
                          capsys, stdin=TRAIN.encode(), monkeypatch=monkeypatch)
@@ -431,144 +442,6 @@ def test_train_from_stdin_and_missing_file(capsys, monkeypatch, tmp_path):
     assert status == 1 and "<stdin>, line 2" in err
     status, _, err = run(["train", str(tmp_path / "nope"), str(tmp_path / "s.skg")], capsys)
     assert status == 1 and "No such file" in err
-
-
-# ------------------------------------------------------------------- eval
-
-
-@pytest.mark.parametrize("tags,chunks", [
-    ([], []),
-    (["O", "O"], []),
-    (["B-NP", "I-NP", "O"], [(0, 2, "NP")]),
-    (["I-NP", "I-NP"], [(0, 2, "NP")]),                  # IOB1: I starts a chunk
-    (["O", "I-NP", "B-NP", "I-NP"], [(1, 2, "NP"), (2, 4, "NP")]),
-    (["B-NP", "I-VP", "I-VP"], [(0, 1, "NP"), (1, 3, "VP")]),  # type change
-    (["B-NP", "B-NP", "O", "I-PP"], [(0, 1, "NP"), (1, 2, "NP"), (3, 4, "PP")]),
-    (["B", "I", "O", "I", "B"], [(0, 2, ""), (3, 4, ""), (4, 5, "")]),
-    (["B-A-B", "I-A-B"], [(0, 2, "A-B")]),                # hyphen inside a type
-])
-def test_conlleval_chunks(tags, chunks):
-    assert conlleval_chunks(tags) == chunks
-
-
-def test_chunk_scores_by_hand():
-    gold = [["B-NP", "I-NP", "O", "B-VP"], ["B-NP", "O"]]
-    pred = [["B-NP", "I-NP", "O", "B-NP"], ["I-NP", "O"]]
-    s = chunk_scores(gold, pred)
-    # gold chunks: NP(0,2) VP(3,4) | NP(0,1); predicted: NP(0,2) NP(3,4) | NP(0,1)
-    assert s["overall"]["found_gold"] == 3 and s["overall"]["found_pred"] == 3
-    assert s["overall"]["correct"] == 2
-    assert_allclose(s["overall"]["precision"], 200 / 3)
-    assert_allclose(s["overall"]["f1"], 200 / 3)
-    assert s["per_type"]["NP"]["correct"] == 2 and s["per_type"]["NP"]["found_pred"] == 3
-    assert_allclose(s["per_type"]["NP"]["recall"], 100.0)
-    assert_allclose(s["per_type"]["NP"]["f1"], 80.0)
-    assert s["per_type"]["VP"]["f1"] == 0.0 and s["per_type"]["VP"]["found_gold"] == 1
-
-
-EVAL = """\
-Rockwell NNP B-NP B-NP
-International NNP I-NP O
-Corp. NNP I-NP I-NP
-said VBD B-VP B-VP
-
-It PRP B-NP B-NP
-signed VBD B-VP I-VP
-"""
-
-
-def test_eval_one_file_by_hand(capsys, tmp_path):
-    (tmp_path / "r.txt").write_text(EVAL)
-    status, out, err = run(["eval", str(tmp_path / "r.txt")], capsys)
-    assert status == 0 and err == ""
-    # 6 tokens, 4 right (not International, signed); gold chunks NP(0,3)
-    # VP(3,4) | NP VP (4); found NP(0,1) NP(2,3) [I after O] VP(3,4) | NP
-    # VP [I-VP after B-NP: a type change] (5); correct VP(3,4) | NP VP (3)
-    assert "6 tokens, 2 sentences; token accuracy: 66.67%" in out
-    assert "processed 6 tokens with 4 phrases; found: 5 phrases; correct: 3." in out
-    p, r = 60.0, 75.0
-    assert f"precision:  {p:5.2f}%; recall:  {r:5.2f}%; FB1:  {2 * p * r / (p + r):5.2f}" \
-        in out
-    assert "NP: precision:  33.33%; recall:  50.00%; FB1:  40.00  3" in out
-    assert "VP: precision: 100.00%; recall: 100.00%; FB1: 100.00  2" in out
-    assert "B-NP" in out and "f1-score" in out  # sklearn's per-label report
-
-
-def test_eval_two_files_and_tag_output(files, capsys, tmp_path):
-    status, out, _ = run(["tag", "-m", str(files / "m.skg"), str(files / "train.data")],
-                         capsys)
-    status, empty, _ = run(["tag", "-m", str(files / "m.skg"), "-o",
-                            str(tmp_path / "pred.txt"), str(files / "train.data")], capsys)
-    assert status == 0 and empty == "" and (tmp_path / "pred.txt").read_text() == out
-    status1, one, _ = run(["eval", str(tmp_path / "pred.txt")], capsys)
-    status2, two, _ = run(["eval", str(files / "train.data"), str(tmp_path / "pred.txt")],
-                          capsys)
-    assert status1 == status2 == 0 and one == two
-    assert "token accuracy: 100.00%" in one and "FB1: 100.00" in one
-    (tmp_path / "short.txt").write_text("He B\n")
-    status, _, err = run(["eval", str(files / "train.data"), str(tmp_path / "short.txt")],
-                         capsys)
-    assert status == 1 and "3 sentences" in err
-
-
-@pytest.mark.parametrize("verbose", ["-v1", "-v2"])
-def test_eval_reads_verbose_tag_output(files, capsys, tmp_path, verbose):
-    """-v1 / -v2 output: the '# p' lines skipped, the label/p prediction's
-    label scored (not the whole column, nor -v2's last label/p column)."""
-    (tmp_path / "test.data").write_text(TRAIN.replace("B\n", "I\n", 2))
-    scores = {}
-    for v in ("-v0", verbose):
-        out_file = tmp_path / f"pred{v}.txt"
-        run(["tag", "-m", str(files / "m.skg"), v, "-o", str(out_file),
-             str(tmp_path / "test.data")], capsys)
-        status, one, err = run(["eval", str(out_file)], capsys)
-        status2, two, _ = run(["eval", str(tmp_path / "test.data"), str(out_file)], capsys)
-        assert status == status2 == 0 and err == "" and one == two
-        scores[v] = one
-    assert "token accuracy: 100.00%" not in scores["-v0"]  # the two changed labels
-    assert scores[verbose] == scores["-v0"]
-    # the verbose file as GOLD of two files: its last column is no gold label
-    status, _, err = run(["eval", str(out_file), str(tmp_path / "test.data")], capsys)
-    assert status == 1 and "give the labelled file as GOLD" in err
-
-
-def test_eval_refuses_nbest_output(files, capsys, tmp_path):
-    run(["tag", "-m", str(files / "m.skg"), "-n", "2", "-o", str(tmp_path / "nbest.txt"),
-         str(files / "train.data")], capsys)
-    status, out, err = run(["eval", str(tmp_path / "nbest.txt")], capsys)
-    assert status == 1 and out == "" and "n-best output" in err and "line 1" in err
-
-
-def test_eval_checks_the_columns_and_tokens(files, capsys, tmp_path):
-    (tmp_path / "ragged.txt").write_text("a X B B\nb X I\n")
-    status, _, err = run(["eval", str(tmp_path / "ragged.txt")], capsys)
-    assert status == 1 and "ragged.txt, line 2: 3 column(s), but line 1 has 4" in err
-    gold = files / "train.data"
-    other = tmp_path / "other.txt"  # the same labels on other tokens
-    other.write_text("\n".join(" ".join(["w" + c[0]] + c[1:]) if c else ""
-                               for c in (line.split() for line in TRAIN.split("\n"))))
-    status, _, err = run(["eval", str(gold), str(other)], capsys)
-    assert status == 1 and "must hold the same sentences" in err and "line 1" in err
-    # a file of labels only is not compared token by token
-    labels = tmp_path / "labels.txt"
-    labels.write_text("\n".join(line.split()[-1] if line else ""
-                                for line in TRAIN.split("\n")))
-    status, out, _ = run(["eval", str(gold), str(labels)], capsys)
-    assert status == 0 and "token accuracy: 100.00%" in out
-
-
-def test_eval_hash_token_with_a_numeric_label_is_a_token(capsys, tmp_path):
-    """'# 3' is a crf_test header only when the file is -v1 output; in a
-    plain file it is the token '#' with the label 3."""
-    (tmp_path / "g.txt").write_text("# 3 3\nx 4 5\n\n# 3 4\n")
-    status, out, err = run(["eval", str(tmp_path / "g.txt")], capsys)
-    assert status == 0 and "3 tokens, 2 sentences; token accuracy: 33.33%" in out
-
-
-def test_eval_non_iob_tags(capsys, tmp_path):
-    (tmp_path / "pos.txt").write_text("the DT DT\ndog NN VB\n")
-    status, out, _ = run(["eval", str(tmp_path / "pos.txt")], capsys)
-    assert status == 0 and "50.00%" in out and "not scored" in out
 
 
 # ------------------------------------------------ acceptance: CRF++ basenp

@@ -39,7 +39,6 @@ U
 
 # Bigram
 B
-B01:%x[0,0]
 """
 
 SENTENCE = [("He", "PRP"), ("reckons", "VBZ"), (".", ".")]
@@ -115,12 +114,20 @@ def test_crfpp_hand_checked_sentence():
     assert [set(r) for r in _reference_expand(TEMPLATE, SENTENCE)] == EXPECTED
 
 
+def test_crfpp_bigram_lines_with_macros_warn():
+    """CRF++'s token-conditioned label-pair features: kept, ignored, said."""
+    with pytest.warns(UserWarning, match=r"'B01:%x\[0,0\]'\) are ignored"):
+        vec = CRFppTemplate(TEMPLATE + "B01:%x[0,0]\n").fit([SENTENCE])
+    assert vec.bigram_templates_ == ["B", "B01:%x[0,0]"]
+    assert vec.vocabulary_ == CRFppTemplate(TEMPLATE).fit([SENTENCE]).vocabulary_
+
+
 def test_crfpp_attributes_and_bigram_lines_ignored():
     vec = CRFppTemplate(TEMPLATE).fit([SENTENCE])
-    assert vec.bigram_templates_ == ["B", "B01:%x[0,0]"]
+    assert vec.bigram_templates_ == ["B"]
     assert vec.unigram_templates_[0] == "U00:%x[-2,0]" and vec.unigram_templates_[-1] == "U"
     assert vec.n_columns_ == 2
-    no_b = TEMPLATE.replace("\nB\n", "\n").replace("B01:%x[0,0]\n", "")
+    no_b = TEMPLATE.replace("\nB\n", "\n")
     vec2 = CRFppTemplate(no_b).fit([SENTENCE])
     assert vec2.vocabulary_ == vec.vocabulary_ and vec2.bigram_templates_ == []
     names = vec.get_feature_names_out()

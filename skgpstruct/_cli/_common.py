@@ -96,7 +96,7 @@ def input_path(path):
             f.write(sys.stdin.buffer.read())
         try:
             yield tmp
-        except (ValueError, OSError) as exc:
+        except (ValueError, OSError, CLIError) as exc:
             raise CLIError(one_line(exc).replace(tmp, "<stdin>")) from None
     finally:
         os.unlink(tmp)

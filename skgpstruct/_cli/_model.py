@@ -89,6 +89,33 @@ def save_model(path, pipeline, **metadata):
     return model
 
 
+def check_model_path(path):
+    """Refuse a model path that :func:`save_model` could not write.
+
+    ``skgpstruct train`` calls it before the fit, so that a typo in the path
+    does not cost a fit.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The model file to write.
+
+    Raises
+    ------
+    CLIError
+        If ``path`` is a directory, its directory does not exist, or the file
+        (or, for a new file, its directory) is not writable.
+    """
+    name = os.fspath(path)
+    if os.path.isdir(name):
+        raise CLIError(f"{name} is a directory; MODEL is the model file to write.")
+    parent = os.path.dirname(name) or os.curdir
+    if not os.path.isdir(parent):
+        raise CLIError(f"{name}: no such directory {parent!r}.")
+    if not os.access(name if os.path.exists(name) else parent, os.W_OK):
+        raise CLIError(f"{name}: permission denied (cannot write the model there).")
+
+
 def load_model(path):
     """Read a model file written by :func:`save_model`, checking its version.
 
@@ -114,6 +141,8 @@ def load_model(path):
     from .. import __version__
 
     name = os.fspath(path)
+    if os.path.isdir(path):
+        raise CLIError(f"{name} is a directory, not a model file.")
     if not os.path.isfile(path):
         raise CLIError(f"{name}: no such model file.")
     try:

@@ -1,10 +1,13 @@
 """``skgpstruct train``: read labelled sentences, featurise, fit, save."""
 
+import contextlib
 import os
 import sys
 
+from ..datasets._text import _FileDecodeError
+from ..features._crfpp import _MACRO
 from ._common import CLIError, input_path, relay_warnings
-from ._model import save_model
+from ._model import check_model_path, save_model
 
 __all__ = ["CONLLU_TAGS", "build_pipeline", "load_training_data", "train"]
 
@@ -39,13 +42,41 @@ def load_training_data(path, fmt="crfpp", *, encoding="utf-8", conllu_tag="upos"
     """
     from ..datasets import load_conllu, load_crfpp
 
-    with input_path(path) as fname:
+    if fmt not in ("crfpp", "conllu"):
+        raise ValueError(f"unknown format {fmt!r}; expected 'crfpp' or 'conllu'.")
+    with input_path(path) as fname, _encoding_hint():
         if fmt == "crfpp":
             return load_crfpp(fname, encoding=encoding)
-        if fmt == "conllu":
-            return load_conllu(fname, tag=conllu_tag, columns=tuple(conllu_columns),
-                               encoding=encoding)
-    raise ValueError(f"unknown format {fmt!r}; expected 'crfpp' or 'conllu'.")
+        return load_conllu(fname, tag=conllu_tag, columns=tuple(conllu_columns),
+                           encoding=encoding)
+
+
+@contextlib.contextmanager
+def _encoding_hint():
+    """The loaders' undecodable-bytes errors, with the command line's hint
+    (``--encoding``, not the Python argument ``encoding=``)."""
+    try:
+        yield
+    except _FileDecodeError as exc:
+        raise CLIError(f"{exc.detail}; pass the file's encoding with --encoding.") \
+            from None
+
+
+def _check_template_columns(template_path, template_text, n_columns, train_path):
+    """Refuse a template that reads a column the training file lacks, naming
+    the template's line (the features would fail later, naming a token)."""
+    for lineno, line in enumerate(template_text.split("\n"), start=1):
+        line = line.rstrip("\r")
+        if not line.startswith("U"):
+            continue
+        for m in _MACRO.finditer(line):
+            col = int(m.group(2))
+            if col >= n_columns:
+                raise CLIError(
+                    f"{os.fspath(template_path)}, line {lineno} ({line!r}) reads "
+                    f"column {col}, but the tokens of {os.fspath(train_path)} have "
+                    f"{n_columns} column(s) besides the label (numbered from 0)."
+                )
 
 
 def build_pipeline(template=None, tagger="crf", *, c1=None, c2=None, max_iter=None,
@@ -138,13 +169,18 @@ def train(train_path, model_path, *, tagger="crf", template=None, fmt="crfpp",
     from ..features import CRFppTemplate
 
     err = sys.stderr if err is None else err
+    check_model_path(model_path)
     template_text = None
     if template is not None:
         if not os.path.isfile(template):
             raise CLIError(f"{os.fspath(template)}: no such template file.")
-        template_text = CRFppTemplate.from_file(template, encoding=encoding).template
+        with _encoding_hint():
+            template_text = CRFppTemplate.from_file(template, encoding=encoding).template
     X, y = load_training_data(train_path, fmt, encoding=encoding, conllu_tag=conllu_tag,
                               conllu_columns=conllu_columns)
+    if template_text is not None:
+        _check_template_columns(template, template_text, len(X[0][0]),
+                                "<stdin>" if train_path == "-" else train_path)
     pipe = build_pipeline(template_text, tagger, c1=c1, c2=c2, max_iter=max_iter,
                           n_jobs=n_jobs, random_state=random_state, verbose=verbose)
     with relay_warnings("train", err):

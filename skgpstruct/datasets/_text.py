@@ -74,11 +74,12 @@ def _read_text(fname, encoding, hint):
         lines = _split_lines(data[:err.start].decode(encoding, errors="replace"))
         exc = _FileDecodeError(err.encoding, err.object, err.start, err.end,
                                err.reason)
-        exc.message = (
+        exc.detail = (  # the message without the hint (the CLI gives its own)
             f"{os.fspath(fname)}, line {len(lines)}: cannot decode "
             f"{data[err.start:err.end]!r} (character {len(lines[-1]) + 1} of "
-            f"the line) as {encoding} ({err.reason}); {hint}"
+            f"the line) as {encoding} ({err.reason})"
         )
+        exc.message = f"{exc.detail}; {hint}"
         raise exc from None
     if text.startswith("\ufeff"):
         text = text[1:]

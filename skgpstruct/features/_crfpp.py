@@ -8,6 +8,7 @@ into binary features.
 
 import os
 import re
+import warnings
 from collections import Counter
 from numbers import Integral
 
@@ -221,7 +222,9 @@ class CRFppTemplate(_SequenceFeatures, auto_wrap_output_keys=None):
     Bigram template lines (``B``, ``B01:%x[0,0]``) define features of label
     pairs in CRF++. The skgpstruct models supply the transition potentials
     themselves (a plain ``B`` line is exactly those), so the bigram lines are
-    kept in ``bigram_templates_`` and otherwise ignored.
+    kept in ``bigram_templates_`` and otherwise ignored; ``fit`` warns about
+    a bigram line with macros, whose token-dependent label-pair features the
+    models do not have.
 
     Differences from CRF++ that change no valid template's features: a
     template line that holds only whitespace is skipped (CRF++ rejects it),
@@ -368,6 +371,13 @@ class CRFppTemplate(_SequenceFeatures, auto_wrap_output_keys=None):
         """Set the fitted attributes from the expanded training sequences."""
         self.unigram_templates_ = [line for line, _, _ in self._unigrams]
         self.bigram_templates_ = self._bigrams
+        conditioned = [line for line in self._bigrams if _MACRO.search(line)]
+        if conditioned:
+            warnings.warn(
+                f"Bigram template line(s) with macros ({', '.join(map(repr, conditioned))})"
+                " are ignored: the taggers' transition potentials depend on the label "
+                "pair only, as a plain 'B' line's. Move token features to U lines.",
+                UserWarning, stacklevel=3)
         self.n_columns_ = self._n_columns
         counts = Counter()
         for per_line in expanded:
