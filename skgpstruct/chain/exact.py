@@ -181,7 +181,7 @@ def forward_log(U, B, start=None, end=None):
     array([[0.        , 0.        ],
            [0.69314718, 0.69314718]])
     """
-    return _batched_call(_forward_kernel, ["lattice"], U, B, start, end, _NO_LABELS)[1]
+    return _batched_call(_forward_kernel, ["lattice"], U, B, start, end)[1]
 
 
 def backward_log(U, B, start=None, end=None):
