@@ -1,7 +1,7 @@
 """Active learning on basenp (papers' features): random vs CRF entropy vs GP
 mutual information.
 
-Per fold of ``folds.json`` (DESIGN.md section 7) the fold's 150 training
+Per fold of ``folds.json`` (the papers' five-fold protocol) the fold's 150 training
 sentences are the pool and its 150 test sentences the test set. Every
 strategy starts from the same 10 sentences drawn at random (seeded by the
 fold) and acquires ``--step`` (10) sentences per round up to ``--budget``

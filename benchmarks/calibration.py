@@ -3,7 +3,7 @@
 For each task (``basenp``, ``chunking``, ``basenp_large``) and feature path
 (``gpstruct``: the papers' binary features; ``crfpp``: the CRF++ files
 featurised by the task's template), on the five folds of ``folds.json``
-(DESIGN.md section 7), every model is fitted on the fold's training
+(the papers' five-fold protocol), every model is fitted on the fold's training
 sentences and scored on its test sentences by
 
 * token error % of ``predict`` (the model's own labels: Viterbi for the

@@ -3,7 +3,7 @@
 For each task (``basenp``, ``chunking``, ``basenp_large``) and feature path
 (``gpstruct``: the papers' binary features; ``crfpp``: the CRF++ files
 featurised by the task's template with ``CRFppTemplate``), on the five folds
-of ``folds.json`` (DESIGN.md section 7): token error rate in percent (mean and
+of ``folds.json`` (the papers' five-fold protocol): token error rate in percent (mean and
 std over folds) and fit / predict seconds per fold, for GPStructTagger with
 its default parameters (or those given with ``--gp-params``; a second row
 predicts from the same fits with ``decode="viterbi"``) and for

@@ -3,7 +3,7 @@
 
 For each task (``basenp``, ``chunking``) and feature path (``gpstruct``: the
 papers' features; ``crfpp``: the CRF++ template's), on the five folds of
-``folds.json`` (DESIGN.md section 7), every model is fitted on the fold's
+``folds.json`` (the papers' five-fold protocol), every model is fitted on the fold's
 training sentences as it is and wrapped in
 ``TemperatureScaledTagger(model, cv=3)`` (the temperature chosen by the
 pooled marginal log loss of 3-fold cross-validation on the training

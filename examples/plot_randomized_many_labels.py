@@ -58,7 +58,7 @@ for name, tagger in taggers.items():
 # Accuracy against fit time
 # -------------------------
 # On a toy problem the gap is small; it grows with ``N``: at 444 labels
-# (UD morphological tags) ``K = 10 %`` fits 13x faster than exact training
+# (UD morphological tags) ``K = 10 %`` fits 22x faster than exact training
 # (see the benchmarks in the documentation).
 fig, ax = plt.subplots(figsize=(5, 3.5))
 for name, (seconds, accuracy) in results.items():

@@ -259,7 +259,7 @@ def test_load_benchmark_errors(tmp_path, shared_dir):
 @pytest.mark.parametrize(
     "task, n_seq, n_train, n_test, words",
     [
-        # DESIGN.md section 7: the papers' Table 2 average training word counts.
+        # the papers' Table 2 average training word counts.
         ("basenp", 300, 150, 150, 3739.8),
         ("chunking", 100, 50, 50, 1155.8),
     ],

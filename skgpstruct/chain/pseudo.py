@@ -25,7 +25,7 @@ Its gradient is :math:`\partial \ell / \partial U_{t, v} = [v = y_t] -
 Each term needs one log-sum-exp over ``V`` values, so the cost is
 :math:`O(T V)`, against :math:`O(T V^2)` for the exact likelihood.
 
-This is the likelihood that DESIGN.md cites as eq. 48-50 of the
+This is the likelihood of eq. 48-50 of the
 supplementary material of Galliani et al. (2017) ("sum over factors of local
 conditionals; cost O(T V)"). The supplementary's own equations could not be
 retrieved when this module was written, so the formula above follows Sutton

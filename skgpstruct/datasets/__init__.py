@@ -10,7 +10,7 @@ synthetic chains.
 * :func:`load_gpstruct` reads the binary features that the GPstruct papers used
   (pygpstruct's ``<i>.x`` / ``<i>.y`` files) into sparse matrices.
 * :func:`load_benchmark` puts both together with the benchmark folds of
-  ``folds.json`` (DESIGN.md section 7); :func:`get_data_home` says where that
+  ``folds.json`` (the papers' five-fold protocol); :func:`get_data_home` says where that
   data is looked for.
 * :func:`make_chain_data` draws sequences from a random linear-chain
   (HMM-style) model: the built-in data of the demo and of most tests.

@@ -177,8 +177,8 @@ def get_data_home(data_home=None):
 def load_benchmark(task, *, features="crfpp", data_home=None):
     """Load a task of the GPstruct benchmark suite with its five folds.
 
-    The tasks, files and folds are those of ``folds.json`` (DESIGN.md
-    section 7): ``"basenp"`` (first 300 sentences, 150 train / 150 test per
+    The tasks, files and folds are those of ``folds.json`` (the
+    papers' five-fold protocol): ``"basenp"`` (first 300 sentences, 150 train / 150 test per
     fold), ``"chunking"`` (first 100, 50 / 50) and ``"basenp_large"`` (all
     823, 500 / 323). Sequences are numbered from 0 over the task's listed
     CRF++ files in order.

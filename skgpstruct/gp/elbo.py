@@ -1,6 +1,6 @@
 """The ELBO of GPStructTagger: the one objective that ``fit`` minimises.
 
-The model (DESIGN.md section 4; Galliani et al., AISTATS 2017) in the
+The model (Galliani et al., AISTATS 2017) in the
 whitened parametrisation: ``V`` labels, each with a GP over token features,
 inducing inputs ``Z`` shared by the labels, a mixture posterior ``q(v)``
 over whitened inducing values (:mod:`skgpstruct.gp.variational`) and a

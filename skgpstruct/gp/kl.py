@@ -1,6 +1,6 @@
 """KL terms of the variational posterior over inducing values and transitions.
 
-Notation (DESIGN.md section 4): ``K`` mixture components, ``V`` labels (one
+Notation: ``K`` mixture components, ``V`` labels (one
 GP each), ``M`` inducing points shared by the labels.
 
 - **Whitening.** Every function takes the prior covariance ``Kzz`` (or its

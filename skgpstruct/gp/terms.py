@@ -1,6 +1,6 @@
 """Kernel quantities of the sparse GP: ``A_n``, ``Ktilde_n`` and the marginals.
 
-In the whitened parametrisation (DESIGN.md section 4): inducing inputs ``Z``
+In the whitened parametrisation: inducing inputs ``Z``
 (M, D), ``Lzz = chol(k(Z, Z) + jitter I)``, and for sequence ``n`` with
 tokens ``X_n`` (T_n, D):
 

@@ -1,6 +1,6 @@
 """Variational parameters of GPStructTagger and their flat layout.
 
-Notation (DESIGN.md section 4): ``K`` mixture components, ``V`` labels (one
+Notation: ``K`` mixture components, ``V`` labels (one
 GP each), ``M`` inducing points shared by the labels.
 
 - **Mean-field** (over labels): ``q(u) = sum_k pi_k prod_j N(u_j; m_kj, S_kj)``
