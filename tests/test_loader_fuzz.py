@@ -6,6 +6,7 @@ All files are built in temporary folders (no shared data).
 """
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -476,7 +477,9 @@ def test_fuzz_template_file(fuzz_dir, content):
     fname = fuzz_dir / "fuzz.template"
     fname.write_bytes(content)
     try:
-        Xt = CRFppTemplate.from_file(fname).fit_transform(TEMPLATE_X)
+        with warnings.catch_warnings():  # a mutated B line may hold a macro
+            warnings.filterwarnings("ignore", "Bigram template line", UserWarning)
+            Xt = CRFppTemplate.from_file(fname).fit_transform(TEMPLATE_X)
     except ValueError:
         return
     assert [x.shape[0] for x in Xt] == [2, 1]
