@@ -16,6 +16,15 @@ from ._validation import check_sequences, check_X_sequences, stack_sequences
 __all__ = ["SequenceData", "encode_labels", "sequence_seeds"]
 
 
+def _dense_product(X, W):
+    """``X @ W`` for a dense ``X``, by the same BLAS routine whatever the
+    number of rows: numpy hands a one-row ``X`` to a matrix-vector routine,
+    whose rounding differs from the matrix-matrix product of a longer batch."""
+    if X.shape[0] == 1:
+        return (np.vstack([X, np.zeros_like(X)]) @ W)[:1]
+    return np.asarray(X @ W)
+
+
 class SequenceData:
     """Stacked tokens of a list of sequences.
 
@@ -45,10 +54,12 @@ class SequenceData:
         sparse sequences, a dense one for dense sequences (also where a
         mixed batch was stacked as CSR), so that a sequence's potentials do
         not depend on the rest of its batch."""
+        if not sp.issparse(self.X_flat):
+            return _dense_product(self.X_flat, W)
         out = np.asarray(self.X_flat @ W)
         if self.dense_rows is not None:
             rows = np.flatnonzero(self.dense_rows)
-            out[rows] = self.X_flat[rows].toarray() @ W
+            out[rows] = _dense_product(self.X_flat[rows].toarray(), W)
         return out
 
     @property

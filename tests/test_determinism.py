@@ -100,6 +100,22 @@ def test_crf_sequence_does_not_depend_on_the_other_sequences_representation(kw):
     assert data.subset([0, 2]).dense_rows is None
 
 
+@pytest.mark.parametrize("kw", [dict(n_top=None), dict(n_top=None, transitions="low_rank",
+                                                      rank=2)])
+def test_crf_one_token_sequence_alone_or_in_a_batch(kw):
+    """A batch of one one-token dense sequence is a one-row product, which
+    numpy computes with a matrix-vector routine (1e-15 off the
+    matrix-matrix product of a longer batch, before the fix)."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(T, 200)) for T in [1, 5, 7, 3] * 5]
+    y = [rng.integers(0, 3, size=len(x)) for x in X]
+    crf = RandomizedCRFTagger(random_state=0, max_iter=5, **kw).fit(X, y)
+    for method in ("predict_marginals", "predict_path_proba"):
+        f = getattr(crf, method)
+        _same(f(X[:4])[:1], f(X[:1]))
+        _same(f([sp.csr_matrix(X[1]), X[0]])[1:], f(X[:1]))  # a mixed batch's dense row
+
+
 def test_n_jobs_does_not_change_predictions(fitted, data):
     X, _ = data
     one = fitted.predict_marginals(X[20:])
