@@ -13,6 +13,8 @@ of a :class:`~skgpstruct.RandomizedCRFTagger`:
   transformers (``get_feature_names_out``) when the model is one.
 """
 
+from numbers import Integral
+
 import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
@@ -116,7 +118,9 @@ def top_features(model, feature_names=None, *, n=20, kind="state", order="positi
     -------
     top : list of ((key, key), float)
         ``((feature, label), weight)`` or ``((label_from, label_to),
-        weight)``, strongest first (ties: in feature-then-label order).
+        weight)``, strongest first (ties: in feature-then-label order). State
+        weights of 0 are left out, as in :func:`state_features` (so fewer
+        than ``n`` may come back, e.g. after L1 training).
 
     Examples
     --------
@@ -134,7 +138,7 @@ def top_features(model, feature_names=None, *, n=20, kind="state", order="positi
         raise ValueError(
             f"order must be 'positive', 'negative' or 'absolute', got {order!r}."
         )
-    if int(n) < 1:
+    if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
         raise ValueError(f"n must be a positive integer, got {n!r}.")
     tagger, names = _tagger_and_names(model, feature_names)
     labels = tagger.classes_.tolist()
@@ -145,6 +149,8 @@ def top_features(model, feature_names=None, *, n=20, kind="state", order="positi
         W = tagger._dense_transitions()
         key = (lambda i: (labels[i // W.shape[1]], labels[i % W.shape[1]]))
     flat = W.ravel()
-    score = {"positive": -flat, "negative": flat, "absolute": -np.abs(flat)}[order]
-    top = np.argsort(score, kind="stable")[: int(n)]
+    candidates = np.flatnonzero(flat) if kind == "state" else np.arange(flat.size)
+    values = flat[candidates]
+    score = {"positive": -values, "negative": values, "absolute": -np.abs(values)}[order]
+    top = candidates[np.argsort(score, kind="stable")[: int(n)]]
     return [(key(i), float(flat[i])) for i in top]

@@ -63,6 +63,18 @@ def test_top_features_are_sorted_and_complete(crf, order):
     assert trans[0][1] == crf.transition_.max()
 
 
+@pytest.mark.parametrize("order", ["positive", "negative", "absolute"])
+def test_top_features_leave_zero_weights_out(crf, order):
+    """As state_features does: the never-seen feature 6 has weight 0 and
+    must not be listed, even when n exceeds the non-zero weights."""
+    n_nonzero = np.count_nonzero(crf.coef_)
+    top = top_features(crf, n=crf.coef_.size, order=order)
+    assert len(top) == n_nonzero and all(w != 0 for _, w in top)
+    assert all(f != 6 for (f, _), _ in top)
+    assert set(key for key, _ in top) == set(crf.state_features_)
+    assert len(top_features(crf, n=crf.coef_.size, kind="transition")) == crf.transition_.size
+
+
 def test_names_come_from_a_pipeline():
     X = [[{"w": "the"}, {"w": "cat"}], [{"w": "a"}, {"w": "dog"}, {"w": "ran"}]] * 10
     y = [["DET", "NOUN"], ["DET", "NOUN", "VERB"]] * 10
@@ -84,5 +96,6 @@ def test_bad_input_is_refused(crf):
         top_features(crf, kind="unary")
     with pytest.raises(ValueError, match="order"):
         top_features(crf, order="up")
-    with pytest.raises(ValueError, match="positive integer"):
-        top_features(crf, n=0)
+    for n in (0, 2.7, "3", True):
+        with pytest.raises(ValueError, match="positive integer"):
+            top_features(crf, n=n)
