@@ -7,6 +7,7 @@ when a function is called, not with this module. Every function draws on
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["plot_marginals", "plot_reliability_diagram", "plot_training_curve"]
@@ -43,6 +44,21 @@ def _curve_unit(estimator):
     return "epoch" if optimizer in _EPOCH_OPTIMIZERS else "iteration"
 
 
+def _tagger_of(estimator):
+    """The tagger inside ``estimator``: a Pipeline's last step, the fitted
+    tagger (or Pipeline) of a TemperatureScaledTagger, else itself."""
+    if hasattr(estimator, "temperature_range"):  # a TemperatureScaledTagger
+        check_is_fitted(estimator, "estimator_")
+        estimator = estimator.estimator_
+    return estimator[-1] if isinstance(estimator, Pipeline) else estimator
+
+
+def _featurises(estimator):
+    """Whether ``estimator`` takes raw input (a Pipeline, or one wrapped)."""
+    return isinstance(estimator, Pipeline) or isinstance(
+        getattr(estimator, "estimator", None), Pipeline)
+
+
 def plot_training_curve(estimator, ax=None):
     """Plot the objective a fitted tagger minimised, per iteration / epoch.
 
@@ -54,7 +70,10 @@ def plot_training_curve(estimator, ax=None):
     Parameters
     ----------
     estimator : RandomizedCRFTagger or GPStructTagger
-        A fitted tagger (any estimator with a ``loss_curve_`` list).
+        A fitted tagger (any estimator with a ``loss_curve_`` list), a
+        Pipeline ending in one, or a fitted
+        :class:`~skgpstruct.calibration.TemperatureScaledTagger` (its
+        tagger's final fit is drawn).
     ax : matplotlib.axes.Axes, default=None
         Where to draw (None: a new figure).
 
@@ -79,6 +98,7 @@ def plot_training_curve(estimator, ax=None):
     >>> ax = plot_training_curve(crf)  # doctest: +SKIP
     >>> ax.figure.savefig("training_curve.png")  # doctest: +SKIP
     """
+    estimator = _tagger_of(estimator)
     check_is_fitted(estimator, "loss_curve_")
     curve = np.asarray(estimator.loss_curve_, dtype=np.float64)
     if curve.ndim != 1:
@@ -129,19 +149,21 @@ def plot_marginals(estimator_or_marginals, X_one_sentence=None, y_true=None, *,
 
     Rows are the labels (``classes_``), columns the tokens; the colour of a
     cell is ``p(y_t = label | x)``. The predicted path (the estimator's
-    ``predict``: its decoder, Viterbi by default; the argmax of each column
-    when marginals are given) is marked with crosses, the gold path
+    ``predict``, by its ``decode``; the argmax of each column when
+    marginals are given) is marked with crosses, the gold path
     (``y_true``) with circles.
 
     Parameters
     ----------
     estimator_or_marginals : fitted tagger, or array-like of shape (T, n_classes)
-        A fitted tagger (its ``predict_marginals`` and ``predict`` of
-        ``X_one_sentence`` are drawn), or one sentence's marginals, e.g.
-        ``estimator.predict_marginals(X)[i]``.
+        A fitted tagger, a Pipeline ending in one or a fitted
+        :class:`~skgpstruct.calibration.TemperatureScaledTagger` (its
+        marginals and ``predict`` of ``X_one_sentence`` are drawn), or one
+        sentence's marginals, e.g. ``estimator.predict_marginals(X)[i]``.
     X_one_sentence : array-like or sparse matrix of shape (T, n_features), default=None
         The sentence's token features (needed with an estimator, unused
-        with marginals).
+        with marginals); for a Pipeline, the sentence as its first step
+        reads it (e.g. a list of feature dicts).
     y_true : array-like of shape (T,), default=None
         Its gold labels (None: no gold path).
     tokens : list of str of shape (T,), default=None
@@ -164,6 +186,9 @@ def plot_marginals(estimator_or_marginals, X_one_sentence=None, y_true=None, *,
         If the shapes disagree (``X_one_sentence`` not one 2-D sequence,
         marginals not 2-D, ``y_true`` or ``tokens`` not of length T,
         ``labels`` not one per column) or ``y_true`` has an unknown label.
+    TypeError
+        If ``estimator_or_marginals`` is neither a tagger nor an array of
+        numbers (e.g. ``predict_marginals(X, output="dict")[i]``).
 
     Examples
     --------
@@ -177,19 +202,33 @@ def plot_marginals(estimator_or_marginals, X_one_sentence=None, y_true=None, *,
     >>> ax = plot_marginals(p, y_true=y[0], labels=crf.classes_)  # doctest: +SKIP
     """
     source = estimator_or_marginals
-    if hasattr(source, "predict_marginals"):
+    if hasattr(source, "predict_marginals") or isinstance(source, Pipeline):
         check_is_fitted(source, "classes_")
         if X_one_sentence is None:
             raise ValueError("X_one_sentence is required with an estimator.")
         if labels is not None:
             raise ValueError("labels is for marginals; an estimator's labels are its "
                              "classes_.")
-        X = _one_sentence(X_one_sentence)
+        X = X_one_sentence if _featurises(source) else _one_sentence(X_one_sentence)
         labels = np.asarray(source.classes_)
-        marginals = np.asarray(source.predict_marginals([X])[0], dtype=np.float64)
+        marginals_of = getattr(source, "predict_marginals", None) or source.predict_proba
+        marginals = np.asarray(marginals_of([X])[0], dtype=np.float64)
         predicted = _label_index(source.predict([X])[0], labels, "predict")
     else:
-        marginals = np.asarray(source, dtype=np.float64)
+        try:
+            marginals = np.asarray(source, dtype=np.float64)
+        except ValueError:  # ragged: several sentences' marginals
+            raise ValueError(
+                "marginals must be one sentence's, of shape (T, n_classes); pass "
+                "predict_marginals(X)[i]."
+            ) from None
+        except TypeError:
+            raise TypeError(
+                "estimator_or_marginals must be a fitted tagger, a Pipeline ending in "
+                "one, or one sentence's marginals as an array of shape (T, n_classes) "
+                "(predict_marginals(X)[i], with output='array'); got a "
+                f"{type(source).__name__}."
+            ) from None
         if marginals.ndim != 2:
             raise ValueError(
                 "marginals must be one sentence's, of shape (T, n_classes), got an "

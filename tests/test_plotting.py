@@ -155,6 +155,37 @@ def test_marginals_bad_input(crf, data):
         plot_marginals(p, labels=["a", "b"])
     with pytest.raises(ValueError, match="labels is for marginals"):
         plot_marginals(crf, X, labels=crf.classes_)
+    with pytest.raises(TypeError, match="output='array'"):
+        plot_marginals(crf.predict_marginals([X], output="dict")[0])
+    with pytest.raises(ValueError, match=r"shape \(T, n_classes\)"):
+        plot_marginals(crf.predict_marginals(data[2][:2]))  # two sentences'
+
+
+def test_pipelines_and_temperature_scaled_taggers(data, tmp_path):
+    """Both plots reach the tagger inside a Pipeline (raw input: feature
+    dicts) and inside a TemperatureScaledTagger (the scaled marginals)."""
+    from sklearn.pipeline import make_pipeline
+
+    from skgpstruct.calibration import TemperatureScaledTagger
+    from skgpstruct.features import SequenceVectorizer
+
+    words = [[{f"x{j}": float(v) for j, v in enumerate(row)} for row in x]
+             for x in data[0]]
+    y = data[1]
+    pipe = make_pipeline(SequenceVectorizer(), RandomizedCRFTagger(random_state=0))
+    pipe.fit(words, y)
+    scaled = TemperatureScaledTagger(pipe, cv=2).fit(words, y)
+    for est, tagger in ((pipe, pipe[-1]), (scaled, scaled.estimator_[-1])):
+        ax = plot_training_curve(est, ax=_ax())
+        np.testing.assert_array_equal(ax.get_lines()[0].get_ydata(), tagger.loss_curve_)
+        ax = plot_marginals(est, words[0], y[0], ax=_ax())
+        np.testing.assert_allclose(ax.get_images()[0].get_array(),
+                                   est.predict_proba([words[0]])[0].T)
+    with pytest.raises(NotFittedError):
+        plot_training_curve(TemperatureScaledTagger(pipe))
+    with pytest.raises(NotFittedError):
+        plot_marginals(make_pipeline(SequenceVectorizer(), RandomizedCRFTagger()),
+                       words[0])
 
 
 # ------------------------------------------------------------- reliability
