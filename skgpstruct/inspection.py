@@ -68,7 +68,8 @@ def state_features(model, feature_names=None):
         ``{(feature, label): weight}`` for every non-zero weight (features
         never seen in training have zero weights and are left out). With
         thousands of features and labels this holds millions of entries:
-        :func:`top_features` gives the strongest.
+        :func:`top_features` gives the strongest. The per-label bias is not
+        a feature's weight: it is the tagger's ``intercept_``.
     """
     tagger, names = _tagger_and_names(model, feature_names)
     rows, cols = np.nonzero(tagger.coef_)

@@ -310,7 +310,8 @@ def extract_chunks(tags):
     previous tag's (IOB1, and CoNLL's ``conlleval`` treatment of ill-formed
     BIO), or at an ``S`` tag, and ends before the next start or an ``O``.
     Tags without a type (``B``, ``I``, ``O`` as in the base NP data) form
-    chunks of type ``''``.
+    chunks of type ``''``. ``O``, the empty tag and ``-1`` are outside every
+    chunk.
 
     Parameters
     ----------
