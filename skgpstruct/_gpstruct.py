@@ -232,7 +232,10 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
     n_jobs : int or None, default=None
         Threads over chunks of sequences, and over the folds and candidate
         variances of the validation that chooses ``kernel_variance="cv"``
-        and ``temperature="auto"``. Results do not depend on it.
+        and ``temperature="auto"``. Results do not depend on it: a fit over
+        several chunks runs BLAS on one thread whatever ``n_jobs`` is (so
+        ``n_jobs=1`` uses one core there), a fit over one chunk keeps BLAS's
+        threads.
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where the forward-backward passes of training run. ``"cuda"`` runs
         those of the CRF likelihood on the GPU (numba.cuda, one launch per

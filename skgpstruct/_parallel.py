@@ -9,10 +9,44 @@ floating-point sum (and hence a fitted model) is the same whatever
 estimators and imports none of them.
 """
 
+from contextlib import nullcontext
+
 import numpy as np
 from joblib import delayed
+from threadpoolctl import threadpool_limits
 
-__all__ = ["chunked_sum", "map_chunks"]
+__all__ = ["chunk_blas_limits", "chunked_sum", "map_chunks"]
+
+
+def chunk_blas_limits(n_selected, chunk_size):
+    """The BLAS thread limit for a chunked sum over ``n_selected`` sequences.
+
+    With several chunks the parallelism is across chunks (``n_jobs``) and BLAS
+    runs one thread; with one chunk BLAS keeps its threads. The rule reads the
+    data, never ``n_jobs``: multi-threaded BLAS rounds differently from
+    single-threaded BLAS, so a limit that followed ``n_jobs`` would make a
+    fitted model depend on it.
+
+    Parameters
+    ----------
+    n_selected : int
+        Sequences in the sum.
+    chunk_size : int
+        Sequences per chunk.
+
+    Returns
+    -------
+    context : context manager
+        ``threadpool_limits(1)`` for several chunks, else a no-op.
+
+    Examples
+    --------
+    >>> with chunk_blas_limits(10, chunk_size=32):
+    ...     pass
+    """
+    if int(n_selected) > int(chunk_size):
+        return threadpool_limits(1)
+    return nullcontext()
 
 
 def _add(total, part):

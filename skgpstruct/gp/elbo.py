@@ -18,14 +18,11 @@ hyperparameters), for L-BFGS-B and the stochastic optimisers alike; the
 finite-difference tests check this very function.
 """
 
-from contextlib import nullcontext
 
 import numpy as np
-from joblib import effective_n_jobs
 from sklearn.gaussian_process.kernels import ConstantKernel, Product
-from threadpoolctl import threadpool_limits
 
-from .._parallel import chunked_sum
+from .._parallel import chunk_blas_limits, chunked_sum
 from .ell import _check_labels, _check_likelihood, _ell
 from .kl import _mixture_kl, transition_kl
 from .sampling import draw_normals
@@ -299,7 +296,6 @@ class ELBOObjective:
                     grad.pop(key)
             return float(np.sum(values)), grad
 
-        n_threads = 1 if parallel is None else effective_n_jobs(parallel.n_jobs)
-        with threadpool_limits(1) if n_threads > 1 else nullcontext():
+        with chunk_blas_limits(len(seq_idx), CHUNK_SEQUENCES):
             return chunked_sum(work, np.asarray(seq_idx), np.asarray(seeds),
                                chunk_size=CHUNK_SEQUENCES, parallel=parallel)

@@ -34,14 +34,11 @@ variational-EM fixed point.
 """
 
 import threading
-from contextlib import nullcontext
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import effective_n_jobs
-from threadpoolctl import threadpool_limits
 
-from .._parallel import chunked_sum
+from .._parallel import chunk_blas_limits, chunked_sum
 from . import _elbo_grads as _g
 from . import _weight_space_long as _long
 from .ell import _check_likelihood, ell_from_blocks
@@ -492,7 +489,6 @@ class WeightSpaceObjective:
                 gradient=self.gradient, log_scale=log_scale)
             return float(np.sum(values)), grad
 
-        n_threads = 1 if parallel is None else effective_n_jobs(parallel.n_jobs)
-        with threadpool_limits(1) if n_threads > 1 else nullcontext():
+        with chunk_blas_limits(len(seq_idx), CHUNK_SEQUENCES):
             return chunked_sum(work, seq_idx, seeds, chunk_size=CHUNK_SEQUENCES,
                                parallel=parallel)
