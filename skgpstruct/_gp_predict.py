@@ -53,8 +53,10 @@ class GPPredictMixin:
             return self._feature_sequence_moments(data)
 
         def alone(n):
-            return sequence_marginals(self._terms(data.subset([n])), self.q_mu_,
-                                      self.q_sqrt_)
+            sub = data.subset([n])
+            if sub.dense_rows is not None:  # dense, in a mixed batch stacked as CSR
+                sub = SequenceData(sub.X_flat.toarray(), sub.lengths)
+            return sequence_marginals(self._terms(sub), self.q_mu_, self.q_sqrt_)
 
         # small products: single-threaded BLAS, in n_jobs threads (the same
         # numbers whatever n_jobs and the machine's BLAS threads are)

@@ -64,6 +64,11 @@ def test_a_sequence_does_not_depend_on_its_batch(fitted, data):
     # a long neighbour, and a sparse copy of the sequence
     long_ = np.concatenate(X[:20])
     check(fitted.predict_marginals([long_, X[24]])[1], batch[4])
+    # a sparse neighbour: the batch is stacked as CSR, the dense sequence
+    # keeps its dense products
+    check(fitted.predict_marginals([X[24], sp.csr_matrix(X[21])])[0], batch[4])
+    check(fitted.predict_path_proba([X[24], sp.csr_matrix(X[21])], log=True)[:1],
+          fitted.predict_path_proba([X[24]], log=True))
     for kind in ("entropy", "mutual_information", "marginal_std"):
         per = ("token",) if kind == "marginal_std" else ("token", "path")
         for p in per:
