@@ -150,7 +150,8 @@ class FeatureFormMixin:
         prior variances in the parameters are the cold posterior's,
         ``temperature`` times the model's."""
         V = len(self.classes_)
-        tau2 = temperature * self._transition_variance(variance)[0]
+        tau2, tau2_learned = self._transition_variance(variance)
+        tau2 = temperature * tau2
         if not warm:
             bias = float(self.kernel.bias) if self.kernel is not None else 0.0
             if variance <= 0:
@@ -168,9 +169,12 @@ class FeatureFormMixin:
             s = self.coef_var_.T[active] / variance
             m[new], s[new] = 0.0, 1.0
             self._active_features_ = active
+            # "elbo" and "auto" continue from the earlier fit's tau^2 (as the
+            # kernel's variance does); a given number is used as given
+            keep = tau2_learned or self.transition_prior_var == "auto"
             params = FeatureParams(
                 m, s, self.transition_mean_, self.transition_var_, variance,
-                temperature * self.transition_prior_var_)
+                temperature * self.transition_prior_var_ if keep else tau2)
         else:
             active = seen
             self._active_features_ = active

@@ -265,7 +265,9 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         Reuse the previous posterior, inducing points and kernel when
         refitting on data with the same labels and features (and the same
         form); the fitted ``kernel_`` is kept, so a changed
-        ``kernel_variance`` takes effect only on a cold fit. A mean-field
+        ``kernel_variance`` takes effect only on a cold fit (so does a
+        change to ``transition_prior_var="auto"``; a number given for it is
+        used as given). A mean-field
         posterior continues into ``posterior="coupled"`` (as the same,
         block-diagonal, distribution); a coupled one into
         ``posterior="mean_field"`` only by a cold fit.

@@ -189,6 +189,20 @@ def test_warm_start_takes_in_features_first_active_in_the_new_data(data):
     assert np.argmax(gp.coef_[:, last]) == np.argmax(cold.coef_[:, last]) == 0
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_warm_start_uses_a_changed_transition_prior_variance(data):
+    X, y, _, _ = data
+    gp = GPStructTagger(kernel_variance=3.0, transition_prior_var=0.01, warm_start=True,
+                        **FAST).fit(X, y)
+    assert gp.transition_var_.max() < 0.02
+    gp.set_params(transition_prior_var=100.0).fit(X, y)
+    cold = GPStructTagger(kernel_variance=3.0, transition_prior_var=100.0, **FAST).fit(X, y)
+    assert gp.transition_prior_var_ == 100.0
+    # the prior of the warm fit is the new one: its posterior variances are
+    # the cold fit's, not held near the old prior's 0.01
+    assert_allclose(gp.transition_var_, cold.transition_var_, rtol=0.05)
+
+
 def test_n_jobs_does_not_change_the_fit(data, monkeypatch):
     X, y, _, _ = data
     monkeypatch.setattr(weight_space, "CHUNK_SEQUENCES", 7)  # several chunks
