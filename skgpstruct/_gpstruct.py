@@ -169,7 +169,9 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         epoch that lowers it counting as no improvement.
     optimize_hyperparameters : bool or "scale", default=False
         Also learn the hyperparameters of a given ``kernel`` by maximising
-        the ELBO (for ``kernel=None`` see ``kernel_variance``). Inducing
+        the ELBO (``kernel=None``: ``kernel_variance="elbo"`` learns the
+        variance; any other ``kernel_variance`` with this option set is an
+        error, since it fixes or validates the variance). Inducing
         form: True learns ``kernel.theta`` (within ``kernel.bounds``, log
         space, as sklearn's GaussianProcessRegressor); ``"scale"`` learns
         only an overall factor ``c`` of the kernel, at almost no extra cost
@@ -489,6 +491,14 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
                 "L-BFGS minimises, so its line search would run on an inconsistent "
                 "gradient; use optimizer='adam', 'sgd' or 'saga', or "
                 "gradient='pathwise'."
+            )
+        if (self.kernel is None and self.optimize_hyperparameters in (True, "scale")
+                and self.kernel_variance != "elbo"):
+            raise ValueError(
+                "optimize_hyperparameters learns a given kernel's hyperparameters; "
+                "with kernel=None the prior variance follows kernel_variance="
+                f"{self.kernel_variance!r}. Use kernel_variance='elbo' to learn it, "
+                "or pass kernel=LinearKernel(variance=...)."
             )
         if self.gradient == "pathwise" and not lik.has_gradient:
             raise ValueError(

@@ -143,7 +143,7 @@ def test_hyperparameters_stay_within_bounds(data, optimizer, monkeypatch):
 
 @pytest.mark.parametrize(
     "hyper, kernel",
-    [(False, None), (True, RBFKernel(length_scale=2.0)), ("scale", None)],
+    [(False, None), (True, RBFKernel(length_scale=2.0)), ("scale", LinearKernel(variance=3.0))],
     ids=["fixed", "rbf", "scale"],
 )
 def test_fit_gradient_is_that_of_the_objective(data, hyper, kernel, monkeypatch,

@@ -231,6 +231,11 @@ def test_not_fitted_and_bad_input(case):
         (GPStructTagger, dict(gradient="score"),
          "gradient='score' needs a stochastic optimizer"),
         (GPStructTagger, dict(likelihood=_ValuesOnly()), "gives no gradient"),
+        # kernel=None: the variance follows kernel_variance, in both forms
+        (GPStructTagger, dict(kernel_variance=1.0, optimize_hyperparameters=True),
+         "kernel_variance='elbo'"),
+        (GPStructTagger, dict(approximation="inducing", optimize_hyperparameters="scale"),
+         "follows kernel_variance='cv'"),
         (RandomizedCRFTagger, dict(n_top=1, optimizer="lbfgs"), "lbfgs"),
     ],
 )
