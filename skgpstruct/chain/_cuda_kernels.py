@@ -88,6 +88,7 @@ def constants(sc):
     return SimpleNamespace(
         NEG=sc(-np.inf), INF=sc(np.inf), ZERO=sc(0.0), ONE=sc(1.0), HALF=sc(0.5),
         MARK=sc(-1.0),  # proposals are >= 0: marks selected states / big terms
+        FLOOR=sc(1e-12),  # the "local" proposal's floor (proposals._GLOBAL_FLOOR)
         # Scaled sums below TINY may have lost terms to underflow (see
         # _exact_kernels._TINY); exponents above LOG_HUGE would overflow.
         TINY=sc(1e-280 if f64 else 1e-30),

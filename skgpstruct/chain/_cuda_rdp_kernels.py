@@ -25,7 +25,7 @@ __all__ = [
 
 def rdp_select_parts(c, h):
     """Device functions of ``rdp_select``: proposal row, deterministic states."""
-    NEG, ZERO, ONE, HALF, MARK = c.NEG, c.ZERO, c.ONE, c.HALF, c.MARK
+    NEG, ZERO, ONE, HALF, MARK, FLOOR = c.NEG, c.ZERO, c.ONE, c.HALF, c.MARK, c.FLOOR
 
     @cuda.jit(device=True)
     def proposal_row(U, r, code, q_global, q_uniform, n_float, Q):
@@ -47,6 +47,8 @@ def rdp_select_parts(c, h):
         else:
             for j in range(N):
                 e = math.exp(U[r, j] - m)
+                if code == 1 and U[r, j] > NEG and e < FLOOR:
+                    e = FLOOR  # as make_proposal's "local"
                 Q[r, j] = e
                 s += e
         for j in range(N):

@@ -53,6 +53,7 @@ __all__ = ["proposal_code", "rdp_loss_grad_ragged", "seeded_uniforms"]
 
 NEG_INF = -np.inf
 _PROPOSAL_CODES = {"uniform": 0, "local": 1, "global": 2, "local+global": 3}
+LOCAL_FLOOR = 1e-12  # the "local" proposal's floor (proposals._GLOBAL_FLOOR)
 # Slots per block when edge scores are built (as in chain.randomized).
 _CHUNK = 256
 # The scaled pass runs only while every nonzero product of its forward sums
@@ -130,6 +131,8 @@ def _proposal_row(u, code, q_global, out):
     else:
         for j in range(N):
             out[j] = math.exp(u[j] - m)
+            if code == 1 and u[j] > NEG_INF and out[j] < LOCAL_FLOOR:
+                out[j] = LOCAL_FLOOR  # as make_proposal's "local"
             s += out[j]
     for j in range(N):
         out[j] = out[j] / s

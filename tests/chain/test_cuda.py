@@ -307,7 +307,7 @@ def test_bad_input_raises(call, err, match):
 
 # ----------------------------------------------------------- randomized DP
 def assert_rdp_matches_cpu(rng, lengths, N, k1, k2, *, code, lowrank, dtype,
-                           rank=2, mutate=None):
+                           rank=2, mutate=None, mutate_b=None):
     """The CUDA randomized pass against the CPU kernel on the same uniforms."""
     lengths = np.asarray(lengths)
     n_tok = int(lengths.sum())
@@ -323,6 +323,8 @@ def assert_rdp_matches_cpu(rng, lengths, N, k1, k2, *, code, lowrank, dtype,
     else:
         left = right = empty
         B = spec = rng.standard_normal((N, N))
+        if mutate_b is not None:
+            mutate_b(B)
     q_global = rdp.make_proposal(np.zeros((1, N)), spec, "global")[0]
     uniforms = rng.random((n_tok, k2))
     shift = 0.0 if lowrank else float(B.max())
@@ -359,6 +361,23 @@ def test_rdp_matches_cpu_kernel(code, lowrank, dtype):
     loss, (gU, *_) = assert_rdp_matches_cpu(rng, [3, 1, 4], 7, 2, 3, code=code,
                                             lowrank=lowrank, dtype=dtype)
     assert np.all(np.isfinite(loss)) and np.abs(gU).sum() > 0
+
+
+def test_rdp_local_proposal_floor():
+    """A state far below the best unary score that the transitions make
+    likely: the "local" proposal's floor keeps it reachable, on the GPU as on
+    the CPU (without it the two passes differ by the state's whole mass)."""
+    rng = np.random.default_rng(32)
+
+    def far(U, y):
+        U[:, 0] += 800.0
+
+    def into_one(B):
+        B[:, 1] += 900.0
+
+    loss, _ = assert_rdp_matches_cpu(rng, [3, 4], 6, 2, 3, code=1, lowrank=False,
+                                     dtype=np.float64, mutate=far, mutate_b=into_one)
+    assert np.all(np.isfinite(loss))
 
 
 def test_rdp_no_mass_left_and_no_path():

@@ -624,6 +624,24 @@ def test_neg_inf_unaries_with_local_proposal():
     assert np.isfinite(randomized_entropy(U, Bfull, 3, 2, proposal="local", random_state=0))
 
 
+def test_local_proposal_keeps_far_states_reachable():
+    """A state 800 nats below the best unary score, which the transitions
+    make carry almost all of Z: the "local" softmax would underflow to
+    q = 0 (never drawn, E[Z-hat] = exp(-100) Z); floored, Z-hat is unbiased."""
+    U = np.array([[0.0, 0.0, 0.0, 0.0], [800.0, 0.0, 0.0, 0.0]])
+    B = np.zeros((4, 4))
+    B[:, 1] = 900.0
+    q = make_proposal(U, B, "local")
+    assert np.all(q > 0)
+    assert_allclose(q[1, 1:], 1e-12 / (1 + 3e-12))
+    ratio = np.exp(randomized_log_partition_draws(U, B, 1, 2, 4000, proposal="local",
+                                                  random_state=0) - log_partition_ref(U, B))
+    se = ratio.std() / np.sqrt(ratio.size)
+    assert abs(ratio.mean() - 1.0) < 4 * se
+    U[1, 2] = -np.inf  # a forbidden state stays at 0
+    assert make_proposal(U, B, "local")[1, 2] == 0.0
+
+
 def test_relaxed_sample_and_temperature():
     rng = np.random.default_rng(20)
     T, N = 4, 25

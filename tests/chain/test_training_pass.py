@@ -78,6 +78,25 @@ def test_equals_per_sequence_randomized_marginals(lowrank, proposal, store_edges
     assert_allclose(head[1], gU[:4], rtol=1e-14, atol=1e-15)
 
 
+@pytest.mark.parametrize("proposal", PROPOSALS)
+def test_far_unary_scores_as_per_sequence(proposal):
+    # rows spanning more than 745 nats, a far state that the transitions make
+    # likely: the "local" proposal's floor, in the training kernel as in
+    # make_proposal
+    rng = np.random.default_rng(11)
+    lengths = [3, 4]
+    U, y, B = _problem(rng, lengths, 6, False)
+    U[:, 0] += 800.0
+    B[:, 1] += 900.0
+    seeds = [3, 4]
+    losses, gU, gB = randomized_loss_grad_ragged(U, lengths, y, B, 2, 3,
+                                                 proposal=proposal, seeds=seeds)
+    ref_losses, ref_gU, ref_g = _per_sequence(U, lengths, y, B, 2, 3, proposal, seeds)
+    assert_allclose(losses, ref_losses, rtol=1e-12)
+    assert_allclose(gU, ref_gU, rtol=1e-10, atol=1e-12)
+    assert_allclose(gB, ref_g[0], rtol=1e-10, atol=1e-12)
+
+
 def test_every_state_kept_is_the_exact_negative_log_likelihood():
     rng = np.random.default_rng(8)
     lengths = [4, 2]

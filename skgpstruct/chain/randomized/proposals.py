@@ -24,17 +24,21 @@ __all__ = ["PROPOSALS", "make_proposal", "sample_index_sets"]
 
 PROPOSALS = ("uniform", "local", "global", "local+global")
 
-# Relative floor of the "global" proposal so that no state has q = 0 (a state
-# with zero proposal mass could never be sampled, which would bias Z-hat).
+# Relative floor of the "global" and "local" proposals so that no state with
+# a finite potential has q = 0 (a state with zero proposal mass could never be
+# sampled, which would bias Z-hat). "local+global" takes it from its global
+# half.
 _GLOBAL_FLOOR = 1e-12
 
 
 # ---------------------------------------------------------------- proposals
-def _softmax_rows(U):
+def _softmax_rows(U, floor=False):
     m = U.max(axis=1, keepdims=True)
     dead = ~np.isfinite(m[:, 0])
     m = np.where(np.isfinite(m), m, 0.0)
     e = np.exp(U - m)
+    if floor:  # relative to the row's largest term, exp(0) = 1
+        e = np.where(np.isneginf(U), 0.0, np.maximum(e, _GLOBAL_FLOOR))
     e[dead] = 1.0  # a position with every state at -inf: fall back to uniform
     return e / e.sum(axis=1, keepdims=True)
 
@@ -68,7 +72,10 @@ def make_proposal(U, B, kind="local+global"):
         Transition potentials, full or as ``(left, right)`` embeddings.
     kind : {"uniform", "local", "global", "local+global"}, default="local+global"
         - ``"uniform"``: ``q_t(i) = 1 / N``.
-        - ``"local"``: softmax of the unary scores, ``q_t ∝ exp(U[t])``.
+        - ``"local"``: softmax of the unary scores, ``q_t ∝ exp(U[t])``,
+          each state with a finite score floored at 1e-12 times the row's
+          largest term (so that a state whose unary score is far below the
+          best, but which its transitions make likely, can be drawn).
         - ``"global"``: the same distribution at every position, from the
           transitions: for low-rank transitions a softmax of the states'
           embedding norms, ``q(i) ∝ exp((|left_i|_1 + |right_i|_1) / 2)``
@@ -101,7 +108,7 @@ def make_proposal(U, B, kind="local+global"):
     if kind == "uniform":
         return np.full((T, N), 1.0 / N)
     if kind == "local":
-        return _softmax_rows(U)
+        return _softmax_rows(U, floor=True)
     g = np.broadcast_to(_global_scores(lowrank, Bf, left, right), (T, N))
     if kind == "global":
         return np.array(g)
