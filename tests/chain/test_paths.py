@@ -140,5 +140,10 @@ def test_mixture_path_entropy_of_identical_components_has_no_information(chain_p
     assert 0 < h < 5 * np.log(3)
     with pytest.raises(ValueError, match="weights must be"):
         mixture_path_entropy(U, kw["B"], weights=np.zeros(8))
+    for bad in (np.inf, np.nan):  # inf / inf used to give NaN weights, (-0.0, 0.0)
+        with pytest.raises(ValueError, match="finite"):
+            mixture_path_entropy(U, kw["B"], weights=[bad] + [1.0] * 7)
+    # a clipped estimate is 0.0, never -0.0
+    assert np.copysign(1.0, mixture_path_entropy(U, kw["B"], random_state=0)[1]) == 1.0
     with pytest.raises(ValueError, match="U must have shape"):
         mixture_path_entropy(kw["U"], kw["B"])
