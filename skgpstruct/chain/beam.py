@@ -6,9 +6,12 @@ highest unary score gives an O(T K^2) approximation that is exact whenever
 the best path stays inside the beams (always when ``beam_size >= N``).
 """
 
+from numbers import Integral
+
 import numpy as np
 
 from ._utils import check_potentials
+from .randomized._types import _check_transitions, _check_unary
 
 __all__ = ["beam_states", "beam_viterbi"]
 
@@ -37,6 +40,8 @@ def beam_states(U, beam_size):
         Sorted by decreasing score; ties toward the lowest index.
     """
     U = np.asarray(U, dtype=np.float64)
+    if isinstance(beam_size, (bool, np.bool_)) or not isinstance(beam_size, Integral):
+        raise TypeError(f"beam_size must be an integer, got {beam_size!r}.")
     K = min(int(beam_size), U.shape[1])
     if K < 1:
         raise ValueError(f"beam_size must be >= 1, got {beam_size}.")
@@ -73,12 +78,9 @@ def beam_viterbi(U, B, beam_size):
     True
     """
     if isinstance(B, tuple):
-        left, right = (np.asarray(a, dtype=np.float64) for a in B)
-        U = np.asarray(U, dtype=np.float64)
-        if U.ndim != 2 or left.shape[0] != U.shape[1] or right.shape != left.shape:
-            raise ValueError(
-                "beam_viterbi needs U of shape (T, N) and embeddings of shape (N, r)."
-            )
+        # the checks of the dense branch: finite or -inf U, finite embeddings
+        U = _check_unary(U)
+        _, _, left, right = _check_transitions(B, U.shape[1])
         Bm = (left, right)
     else:
         U3, B3, _, _, batched = check_potentials(U, B, None, None)

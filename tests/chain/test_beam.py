@@ -48,3 +48,18 @@ def test_bad_beam():
         beam_viterbi(np.zeros((2, 3)), np.zeros((3, 3)), 0)
     with pytest.raises(ValueError):
         beam_viterbi(np.zeros((2, 3)), (np.zeros((4, 2)), np.zeros((4, 2))), 2)
+    with pytest.raises(TypeError, match="beam_size must be an integer"):
+        beam_viterbi(np.zeros((2, 3)), np.zeros((3, 3)), 2.7)  # used to run with 2
+
+
+@pytest.mark.parametrize("lowrank", [False, True])
+def test_nan_and_inf_are_refused_in_both_transition_forms(lowrank):
+    # the low-rank branch used to return (path, nan) or an inf score
+    L = np.eye(2)
+    B = (L, L) if lowrank else L @ L.T
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match="U contains (NaN|\\+inf)"):
+            beam_viterbi(np.array([[0.0, bad], [1.0, 0.0]]), B, 2)
+    if lowrank:
+        with pytest.raises(ValueError, match="left contains non-finite"):
+            beam_viterbi(np.zeros((2, 2)), (np.array([[np.nan, 0], [0, 1.0]]), L), 2)
