@@ -233,9 +233,11 @@ class ELBOObjective:
             Multiplier of the summed expected log-likelihood (e.g.
             ``n_sequences / batch_size`` for a minibatch).
         parallel : joblib.Parallel, default=None
-            Runs chunks of ``CHUNK_SEQUENCES`` sequences on threads (BLAS
-            limited to one thread then); the sum is taken in chunk order,
-            so the result does not depend on ``n_jobs``.
+            Runs chunks of ``CHUNK_SEQUENCES`` sequences on threads; the
+            sum is taken in chunk order and BLAS runs one thread whenever
+            there are several chunks, whether ``parallel`` is given or not
+            (:func:`~skgpstruct._parallel.chunk_blas_limits`), so the result
+            does not depend on ``n_jobs``.
 
         Returns
         -------
