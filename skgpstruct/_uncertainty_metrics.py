@@ -330,7 +330,12 @@ def _bin_stats(y_true, marginals, labels, n_bins):
 def _binned(conf, correct, n_bins):
     """Per-bin token counts and sums of confidence and correctness of the
     equal-width bins of :func:`reliability_curve` (validated inputs)."""
-    bins = np.minimum(np.floor(conf * n_bins), n_bins - 1).astype(np.intp)
+    # against the edges b / n_bins themselves: floor(conf * n_bins) puts a
+    # confidence on an edge in the bin below where the product rounds down
+    # (0.57 * 100 = 56.999...)
+    edges = np.arange(n_bins + 1) / n_bins
+    bins = np.minimum(np.searchsorted(edges, conf, side="right") - 1, n_bins - 1)
+    bins = bins.astype(np.intp)
     counts = np.bincount(bins, minlength=n_bins)
     conf_sum = np.bincount(bins, weights=conf, minlength=n_bins)
     acc_sum = np.bincount(bins, weights=correct.astype(float), minlength=n_bins)

@@ -93,6 +93,18 @@ def test_confidence_one_goes_to_top_bin_and_bin_edges_are_left_closed():
     assert counts[9] == 1 and counts[8] == 1 and counts[5] == 1  # 1.0, .8, .5
 
 
+def test_a_confidence_on_every_bin_edge_opens_its_bin():
+    # floor(conf * n_bins) put 148 of the edges k / n (n <= 100) in the bin
+    # below, e.g. 0.57 * 100 = 56.999...
+    for n_bins in range(1, 101):
+        k = np.arange((n_bins + 1) // 2, n_bins + 1)  # edges k / n >= 0.5
+        conf = k / n_bins  # a max marginal of two labels
+        _, _, counts = reliability_curve([["a"] * k.size], [np.column_stack([conf, 1 - conf])],
+                                         labels=LABELS, n_bins=n_bins)
+        expected = np.bincount(np.minimum(k, n_bins - 1), minlength=n_bins)
+        np.testing.assert_array_equal(counts, expected, err_msg=f"n_bins={n_bins}")
+
+
 def test_selective_error_hand_computed():
     # ranked by confidence: .9 right, .7 right, .6 wrong
     assert selective_error(Y, P, labels=LABELS) == pytest.approx(1 / 3)  # ceil(2.4) = 3
