@@ -27,6 +27,7 @@ from ._decoders import _dense
 from ._sequences import SequenceData
 from ._rdp_sparse import RowSparseAdaGradMixin
 from .chain import randomized as rdp
+from .chain.beam import beam_states
 from .chain.backend import get_backend
 from .optim import make_optimizer
 
@@ -124,7 +125,10 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         decrease).
     beam_size : int or None, default=None
         Decode with Viterbi restricted to the ``beam_size`` best unary
-        states per position (O(T K^2)); None decodes exactly.
+        states per position (O(T K^2)); None decodes exactly. The
+        marginals and ``predict_uncertainty`` (token, sequence and path
+        entropies) then come from the same restricted chain;
+        ``predict_path_proba`` stays the full chain's.
     n_jobs : int or None, default=None
         Threads over chunks of sequences (numba kernels release the GIL).
         Results do not depend on ``n_jobs``.
@@ -479,6 +483,33 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
             spec = rdp.LowRankTransitions(*spec)
         out = []
         for u in data.split(U):
-            k = min(self.beam_size, u.shape[1])
-            out.append(rdp.randomized_marginals(u, spec, k, 0, proposal="local").unary)
+            k, q = self._beam_proposal(u)
+            out.append(rdp.randomized_marginals(u, spec, k, 0, proposal=q).unary)
+        return out
+
+    def _beam_proposal(self, u):
+        """``(k, q)``: the beam's size and a proposal whose ``k`` states of
+        highest mass are exactly :func:`~skgpstruct.chain.beam.beam_states`'
+        (the ``beam_size`` best unary scores, ties to the lower state); with
+        ``n_sampled=0`` the randomized DPs run on the chain restricted to the
+        beam, the one beam decoding searches."""
+        k = min(self.beam_size, u.shape[1])
+        q = np.zeros_like(u)
+        np.put_along_axis(q, beam_states(u, k), 1.0, axis=1)
+        return k, q
+
+    def _path_uncertainty(self, data, kind):
+        """Exact path entropy of each sequence's chain: the full chain's, or
+        with ``beam_size`` that of the chain restricted to the beam (the one
+        the marginals and token entropies come from, so that the summed
+        token entropies stay an upper bound)."""
+        if self.beam_size is None:
+            return super()._path_uncertainty(data, kind)
+        U, spec = self._decode_potentials(data)
+        if isinstance(spec, tuple):
+            spec = rdp.LowRankTransitions(*spec)
+        out = []
+        for u in data.split(np.asarray(U, dtype=np.float64)):
+            k, q = self._beam_proposal(u)
+            out.append(rdp.randomized_entropy(u, spec, k, 0, proposal=q))
         return out

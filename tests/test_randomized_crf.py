@@ -329,6 +329,34 @@ def test_beam_decoding_equals_exact_with_full_beam(data):
         np.testing.assert_allclose(a, b, atol=1e-10)
 
 
+@pytest.mark.parametrize("transitions", ["full", "low_rank"])
+def test_beam_uncertainty_is_that_of_the_chain_restricted_to_the_beam(transitions):
+    """With beam_size, the marginals, token entropies and path entropy all
+    come from the chain restricted to each position's beam_size best unary
+    states (the path entropy used to be the full chain's, above the summed
+    token entropies that bound it)."""
+    from skgpstruct.chain import beam, marginals, path_entropy
+
+    X, y = make_chain_data(n_sequences=10, n_classes=3, n_features=4, length=(2, 4),
+                           random_state=1)
+    kw = dict(transitions="low_rank", rank=2) if transitions == "low_rank" else {}
+    crf = RandomizedCRFTagger(max_iter=30, random_state=0, beam_size=2, **kw).fit(X[:7], y[:7])
+    data = crf._check_X(X[7:])
+    U, spec = crf._decode_potentials(data)
+    B = spec[0] @ spec[1].T if isinstance(spec, tuple) else np.asarray(spec)
+    path = crf.predict_uncertainty(X[7:], per="path")
+    seq = crf.predict_uncertainty(X[7:], per="sequence")
+    for n, (u, P) in enumerate(zip(data.split(U), crf.predict_marginals(X[7:]))):
+        masked = np.full_like(u, -np.inf)
+        keep = beam.beam_states(u, 2)
+        np.put_along_axis(masked, keep, np.take_along_axis(u, keep, axis=1), axis=1)
+        np.testing.assert_allclose(P, marginals(masked, B)[0], atol=1e-12)
+        assert path[n] == pytest.approx(path_entropy(masked, B), abs=1e-10)
+        assert path[n] <= seq[n] + 1e-12
+    assert np.any(path < crf.set_params(beam_size=None).predict_uncertainty(X[7:],
+                                                                              per="path"))
+
+
 @pytest.mark.parametrize("first, second", [
     (dict(transitions="full"), dict(transitions="low_rank", rank=2)),
     (dict(transitions="low_rank", rank=2), dict(transitions="full")),
