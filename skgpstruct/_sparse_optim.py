@@ -81,7 +81,7 @@ def _catch_up(params, G, last, rows, out, n_cols, t, lr, decay, l1, eps):
             for j in range(n_cols):
                 i = base + j
                 x = params[i]
-                if x == 0.0:
+                if x == 0.0 or G[i] == 0.0:  # no gradient yet: no step
                     continue
                 h = eps + math.sqrt(G[i])
                 a = lr * l1 / h
@@ -101,14 +101,15 @@ def _catch_up(params, G, last, rows, out, n_cols, t, lr, decay, l1, eps):
             if missed == 1:  # the common case: no power
                 for j in range(n_cols):
                     h = eps + math.sqrt(g_acc[j])
-                    p[j] *= h / (h + c)
+                    # no gradient yet (G = 0): no step size, no step
+                    p[j] *= h / (h + c) if g_acc[j] > 0.0 else 1.0
             else:
                 # p *= f ** missed, f = h / (h + c), with numba's own
                 # algorithm for a float to an integer power (squarings up to
                 # 2**16, math.pow above), a row at a time so that it vectorises
                 for j in range(n_cols):
                     h = eps + math.sqrt(g_acc[j])
-                    f_row[j] = h / (h + c)
+                    f_row[j] = h / (h + c) if g_acc[j] > 0.0 else 1.0
                     pow_row[j] = 1.0
                 e = missed
                 if e > _SQUARING_LIMIT:
@@ -169,6 +170,8 @@ def _step_rows(params, G, last, rows, grad_rows, n_cols, t, scale, lr, decay, l1
             for j in range(n_cols):
                 g = scale * g_row[j]
                 g_acc[j] += g * g
+                if g_acc[j] == 0.0:  # no gradient yet: no step size, no step
+                    continue
                 h = eps + math.sqrt(g_acc[j])
                 p[j] = _prox_step(p[j], g, h, lr, decay, l1)
         else:  # _prox_step without thresholding
@@ -176,7 +179,7 @@ def _step_rows(params, G, last, rows, grad_rows, n_cols, t, scale, lr, decay, l1
                 g = scale * g_row[j]
                 g_acc[j] += g * g
                 h = eps + math.sqrt(g_acc[j])
-                p[j] = (p[j] * h - lr * g) / (h + c)
+                p[j] = (p[j] * h - lr * g) / (h + c) if g_acc[j] > 0.0 else p[j]
         last[r] = t
 
 
@@ -188,6 +191,8 @@ def _step_dense(params, G, grad, start, scale, lr, decay, l1, lo, hi, eps):
         i = start + k
         g = scale * grad[k]
         G[i] += g * g
+        if G[i] == 0.0:  # no gradient yet: no step size, no step
+            continue
         h = eps + math.sqrt(G[i])
         if lo <= i < hi:  # the undecayed slice: no L2, no L1
             params[i] = _prox_step(params[i], g, h, lr, 0.0, 0.0)
@@ -245,10 +250,12 @@ class ProximalAdaGrad:
         ``(lo, hi)``: a slice after the row block without decay nor L1 (a
         bias).
     epsilon : float, default=1e-8
-        Added to ``sqrt(G)``. A coordinate that has never had a gradient is
-        divided by ``1 + lr * weight_decay / epsilon`` (and thresholded by
-        ``lr * l1 / epsilon``: set to 0 unless ``weight_decay`` and ``l1``
-        are 0), as the dense algorithm does.
+        Added to ``sqrt(G)``. A coordinate that has never had a gradient
+        (``G = 0``) has no step size and is left as it is: the proximal map
+        with ``h = epsilon`` would divide it by ``1 + lr * weight_decay /
+        epsilon`` (or threshold it by ``lr * l1 / epsilon``), erasing the
+        weights a warm start begins from. A cold start is unaffected (such
+        a coordinate is 0 either way).
     parallel : joblib.Parallel or None, default=None
         Threads (``prefer="threads"``) that share the rows of a step, in
         contiguous parts of at least a million coordinates, one per job (the

@@ -226,7 +226,8 @@ def _reference_steps(x, grads, lr, decay, l1, lo, hi, eps=1e-8):
         G += g * g
         h = eps + np.sqrt(G)
         v = x - lr * g / h
-        x = np.sign(v) * np.maximum(np.abs(v) - lr * c / h, 0.0) / (1.0 + lr * d / h)
+        step = np.sign(v) * np.maximum(np.abs(v) - lr * c / h, 0.0) / (1.0 + lr * d / h)
+        x = np.where(G > 0, step, x)  # no gradient yet (G = 0): no step size, kept
     return x
 
 
