@@ -474,6 +474,15 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         lik = get_likelihood(self.likelihood)
         if "device" in lik.get_params():  # likelihoods that run chain DPs
             lik = clone(lik).set_params(device=self.device_)
+        if (isinstance(lik, RandomizedCRFLikelihood)
+                and lik.n_top + lik.n_sampled < n_classes
+                and max(lik.n_top, 1) + lik.n_sampled < 2):
+            raise ValueError(
+                f"RandomizedCRFLikelihood(n_top={lik.n_top}, n_sampled={lik.n_sampled}) "
+                "keeps one state per position, the gold label, so the likelihood "
+                "is identically 1 and nothing is learned; use n_top >= 2 or "
+                "n_sampled >= 1."
+            )
         if (
             isinstance(lik, RandomizedCRFLikelihood)
             and lik.n_top + lik.n_sampled < n_classes

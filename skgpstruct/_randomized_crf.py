@@ -69,7 +69,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
     n_top : int, float or None, default=None
         States kept deterministically per position (the top of the
         proposal). A float in (0, 1] is a fraction of the number of labels.
-        None trains with exact dynamic programming.
+        None trains with exact dynamic programming. In training the gold
+        label is one of them, so ``n_top <= 1`` needs ``n_sampled >= 1``.
     n_sampled : int or float, default=0
         States sampled per position from the proposal restricted to the
         rest, re-weighted so that ``Z-hat`` is unbiased. Float: fraction of
@@ -319,6 +320,13 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         self._n_top_ = _resolve_count(self.n_top, n_classes)
         self._n_sampled_ = _resolve_count(self.n_sampled, n_classes) or 0
         self.exact_ = self._n_top_ is None or self._n_top_ + self._n_sampled_ >= n_classes
+        if not self.exact_ and max(self._n_top_, 1) + self._n_sampled_ < 2:
+            raise ValueError(
+                f"n_top={self.n_top!r} and n_sampled={self.n_sampled!r} leave one "
+                "state per position, the gold label (kept in the top states), so "
+                "the training sub-lattice holds only the gold path and the loss "
+                "is identically 0; use n_top >= 2 or n_sampled >= 1."
+            )
         optimizer = self.optimizer
         self._learning_rate_ = self.learning_rate
         if optimizer == "auto":

@@ -236,7 +236,12 @@ def test_not_fitted_and_bad_input(case):
          "kernel_variance='elbo'"),
         (GPStructTagger, dict(approximation="inducing", optimize_hyperparameters="scale"),
          "follows kernel_variance='cv'"),
-        (RandomizedCRFTagger, dict(n_top=1, optimizer="lbfgs"), "lbfgs"),
+        (RandomizedCRFTagger, dict(n_top=1, n_sampled=1, optimizer="lbfgs"), "lbfgs"),
+        # one state per position, the gold one: the loss used to be 0, silently
+        (RandomizedCRFTagger, dict(n_top=1, n_sampled=0), "only the gold path"),
+        (RandomizedCRFTagger, dict(n_top=0.1), "use n_top >= 2 or n_sampled >= 1"),
+        (GPStructTagger, dict(likelihood=RandomizedCRFLikelihood(n_top=1, n_sampled=0),
+                              optimizer="adam"), "identically 1"),
     ],
 )
 def test_cross_parameter_checks(cls, params, match):
