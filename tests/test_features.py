@@ -191,6 +191,28 @@ def test_crfpp_bad_input():
         CRFppTemplate("U0:%x[0,0]", min_freq=5).fit([SENTENCE])
     with pytest.raises(ValueError, match="dtype"):
         CRFppTemplate("U0:%x[0,0]", dtype=np.int64).fit([SENTENCE])
+    # scipy.sparse has no float16 (it used to come out as an unusable matrix)
+    with pytest.raises(ValueError, match="no float16"):
+        CRFppTemplate("U0:%x[0,0]", dtype=np.float16).fit([SENTENCE])
+    fitted = CRFppTemplate("U0:%x[0,0]").fit([SENTENCE]).set_params(dtype=np.float16)
+    with pytest.raises(ValueError, match="no float16"):
+        fitted.transform([SENTENCE])
+
+
+def test_a_failed_refit_leaves_the_earlier_fit():
+    X = [[("He", "PRP"), ("reckons", "VBZ")]]
+    vec = CRFppTemplate("U00:%x[0,0]").fit(X)
+    before = vec.transform([[("PRP", "He")]])[0].toarray()
+    for params in (dict(template="U00:%x[0,1]", min_freq=5),  # no feature 5 times
+                   dict(template="U00:%x[0,3]")):  # a column the tokens lack
+        vec.set_params(**params)
+        with pytest.raises(ValueError):
+            vec.fit(X)
+        vec.set_params(template="U00:%x[0,0]", min_freq=1)
+        # the earlier template with the earlier vocabulary (the new template
+        # used to be applied with the old vocabulary, or to crash)
+        np.testing.assert_array_equal(vec.transform([[("PRP", "He")]])[0].toarray(), before)
+        assert vec.n_columns_ == 1
     with pytest.raises(ValueError, match="template"):
         CRFppTemplate(3).fit([SENTENCE])
     fitted = CRFppTemplate("U0:%x[0,1]").fit([SENTENCE])
@@ -369,6 +391,8 @@ def test_sequence_vectorizer_sklearn_api():
         SequenceVectorizer().transform([[{"a": 1}]])
     with pytest.raises(ValueError, match="dtype"):
         SequenceVectorizer(dtype=np.int32).fit([[{"a": 1}]])
+    with pytest.raises(ValueError, match="no float16"):
+        SequenceVectorizer(dtype=np.float16).fit([[{"a": 1}]])
     with pytest.raises(ValueError, match="separator"):
         SequenceVectorizer(separator=1).fit([[{"a": 1}]])
     check_parameters_default_constructible("SequenceVectorizer", SequenceVectorizer())

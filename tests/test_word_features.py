@@ -294,6 +294,8 @@ def test_dtype(n_features):
         WordFeatures(dtype=np.int32).fit([SENTENCE])
     with pytest.raises(ValueError, match="dtype"):
         WordFeatures(dtype="not a dtype").fit([SENTENCE])
+    with pytest.raises(ValueError, match="no float16"):  # scipy's own error before
+        WordFeatures(dtype=np.float16, n_features=n_features).fit_transform([SENTENCE])
 
 
 @pytest.mark.parametrize(

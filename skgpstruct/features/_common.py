@@ -24,6 +24,11 @@ def _check_float_dtype(dtype):
         ) from None
     if dtype.kind != "f":
         raise ValueError(f"dtype must be a NumPy floating dtype, got {dtype}.")
+    if dtype.itemsize < 4:
+        raise ValueError(
+            f"dtype must be float32, float64 or longdouble, got {dtype}: "
+            "scipy.sparse has no float16 matrices."
+        )
     return dtype
 
 
@@ -77,12 +82,21 @@ class _SequenceFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
 
     @_fit_context(prefer_skip_nested_validation=True)
     def _fit_once(self, X):
-        """Check the parameters, read ``X``, fit on it; return the read form."""
+        """Check the parameters, read ``X``, fit on it; return the read form.
+
+        A fit that fails leaves the transformer as it was (the parsed
+        template and the vocabulary of an earlier fit stay together)."""
         _check_float_dtype(self.dtype)
-        read = self._read(X, fitting=True)
-        if not read:
-            raise ValueError("X is empty: at least one sequence is required.")
-        self._fit_read(read)
+        before = dict(self.__dict__)
+        try:
+            read = self._read(X, fitting=True)
+            if not read:
+                raise ValueError("X is empty: at least one sequence is required.")
+            self._fit_read(read)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
         return read
 
     def fit(self, X, y=None):
@@ -121,6 +135,7 @@ class _SequenceFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=N
 
     def _transform_checked(self, X):
         check_is_fitted(self, "vocabulary_")
+        _check_float_dtype(self.dtype)  # set_params may have changed it
         return self._transform_read(self._read(X, fitting=False))
 
     def get_feature_names_out(self, input_features=None):

@@ -195,7 +195,7 @@ class CRFppTemplate(_SequenceFeatures, auto_wrap_output_keys=None):
         Keep only features occurring at least this many times in the data
         passed to ``fit`` (CRF++'s ``crf_learn -f``; occurrences are counted
         over all positions and template lines).
-    dtype : NumPy floating dtype, default=np.float64
+    dtype : float32, float64 or longdouble, default=np.float64
         Dtype of the output matrices.
 
     Attributes

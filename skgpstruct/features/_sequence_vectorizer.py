@@ -99,7 +99,7 @@ class SequenceVectorizer(_SequenceFeatures, auto_wrap_output_keys=None):
 
     Parameters
     ----------
-    dtype : NumPy floating dtype, default=np.float64
+    dtype : float32, float64 or longdouble, default=np.float64
         Dtype of the output.
     separator : str, default="="
         Joins a name and a string value (and nested names).

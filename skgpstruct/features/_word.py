@@ -165,7 +165,7 @@ class WordFeatures(_SequenceFeatures, auto_wrap_output_keys=None):
         taken modulo ``n_features`` (no alternating sign); names colliding at
         one token give one 1 (OR, not a sum), so the output stays binary. The
         transformer is then stateless: ``transform`` needs no ``fit``.
-    dtype : NumPy floating dtype, default=np.float64
+    dtype : float32, float64 or longdouble, default=np.float64
         Dtype of the output matrices.
 
     Attributes
@@ -414,6 +414,7 @@ class WordFeatures(_SequenceFeatures, auto_wrap_output_keys=None):
         """
         if self.n_features is None:
             self._check_vocabulary()
+            _check_float_dtype(self.dtype)  # set_params may have changed it
         else:  # stateless: check the parameters fit would have checked
             self._validate_params()
             _check_float_dtype(self.dtype)
