@@ -256,6 +256,38 @@ def test_load_benchmark_errors(tmp_path, shared_dir):
         load_benchmark("basenp", features="words", data_home=shared_dir / "data")
 
 
+def _task_home(tmp_path, template=b"U00:%x[0,0]\nB\n", folds=None):
+    """A data home with one tiny CRF++ task 't' (no shared data needed)."""
+    (tmp_path / "crfpp" / "t").mkdir(parents=True)
+    (tmp_path / "crfpp" / "t" / "test.data").write_text("He PRP B\nreckons VBZ O\n\n")
+    (tmp_path / "crfpp" / "t" / "template").write_bytes(template)
+    spec = {"directory": "t", "files": ["test.data"], "encoding": "ascii",
+            "gpstruct_dir": "t", "n_sequences_used": 1,
+            "folds": folds or [{"train": [0], "test": [0]}]}
+    (tmp_path / "folds.json").write_text(json.dumps({"t": spec}))
+    return tmp_path
+
+
+def test_load_benchmark_reads_the_template_with_the_shared_reader(tmp_path):
+    # a byte-order mark is skipped (it was a bare UnicodeDecodeError)
+    home = _task_home(tmp_path, b"\xef\xbb\xbfU00:%x[0,0]\nB\n")
+    assert load_benchmark("t", data_home=home).template == "U00:%x[0,0]\nB\n"
+
+
+def test_load_benchmark_malformed_template_names_the_file(tmp_path):
+    home = _task_home(tmp_path, b"U00:%x[0,0]\nU01:%x[0\n")
+    with pytest.raises(ValueError, match=r"template.*line 2"):
+        load_benchmark("t", data_home=home)
+
+
+@pytest.mark.parametrize("bad", [[0.9], [True], ["0"], 0])
+def test_load_benchmark_refuses_fold_indices_that_are_not_ints(tmp_path, bad):
+    # floats, booleans and numeric strings used to be converted silently
+    home = _task_home(tmp_path, folds=[{"train": bad, "test": [0]}])
+    with pytest.raises(ValueError, match="fold 0: 'train' must be a list of integer"):
+        load_benchmark("t", data_home=home)
+
+
 @pytest.mark.parametrize(
     "task, n_seq, n_train, n_test, words",
     [

@@ -257,11 +257,20 @@ def load_benchmark(task, *, features="crfpp", data_home=None):
         raise ValueError(f"Unknown task {task!r}; folds.json has {sorted(spec)}.")
     spec = spec[task]
     n_sequences = int(spec["n_sequences_used"])
-    folds = [
-        (np.asarray(fold["train"], dtype=np.int64),
-         np.asarray(fold["test"], dtype=np.int64))
-        for fold in spec["folds"]
-    ]
+
+    def indices(fold, k, key):
+        idx = fold[key]
+        # bool is an int subclass; floats and strings used to be converted
+        if not isinstance(idx, list) or not all(
+                isinstance(i, int) and not isinstance(i, bool) for i in idx):
+            raise ValueError(
+                f"{folds_file}, task {task!r}, fold {k}: {key!r} must be a list "
+                "of integer sequence indices."
+            )
+        return np.asarray(idx, dtype=np.int64)
+
+    folds = [(indices(fold, k, "train"), indices(fold, k, "test"))
+             for k, fold in enumerate(spec["folds"])]
     for k, (train, test) in enumerate(folds):
         for idx in (train, test):
             if idx.size and (idx.min() < 0 or idx.max() >= n_sequences):
@@ -283,7 +292,12 @@ def load_benchmark(task, *, features="crfpp", data_home=None):
         X, y = X[:n_sequences], y[:n_sequences]
         template_file = task_dir / "template"
         if template_file.is_file():
-            template = template_file.read_text(encoding=spec["encoding"])
+            # the shared reader: a byte-order mark skipped, errors naming the
+            # file and the line (import here: features imports datasets)
+            from ..features import CRFppTemplate
+
+            template = CRFppTemplate.from_file(template_file,
+                                               encoding=spec["encoding"]).template
     else:
         gp_dir = spec["gpstruct_dir"]
         X, y = load_gpstruct(
