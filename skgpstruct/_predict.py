@@ -182,26 +182,41 @@ class PredictMixin(SingleSequenceMixin):
         return marginals_output(self._token_marginals(self._check_X(X)), self.classes_,
                                 output)
 
-    def predict_proba(self, X):
+    def predict_proba(self, X, *, output="array"):
         """Per-token label marginals, the same as :meth:`predict_marginals`.
 
         The sklearn name, so that a :class:`~sklearn.pipeline.Pipeline`
-        ending in a tagger reaches the marginals. (sklearn's
-        ``cross_val_predict`` does not work with sequence taggers: it stacks
-        the folds' outputs as one array, and sequences are ragged; loop over
-        the splits of a :class:`~sklearn.model_selection.KFold` instead.)
+        ending in a tagger reaches the marginals, in either format
+        (``pipe.predict_proba(X, output="dict")``: a Pipeline passes the
+        keyword to its last step). (sklearn's ``cross_val_predict`` does not
+        work with sequence taggers: it stacks the folds' outputs as one
+        array, and sequences are ragged; loop over the splits of a
+        :class:`~sklearn.model_selection.KFold` instead.)
 
         Parameters
         ----------
         X : list of (T_n, n_features) array-likes or sparse matrices
             The sequences, as for :meth:`predict`.
+        output : {"array", "dict"}, default="array"
+            As for :meth:`predict_marginals`.
 
         Returns
         -------
-        marginals : list of ndarray of shape (T_n, n_classes)
+        marginals : list of ndarray of shape (T_n, n_classes), or list of list of dict
             Columns ordered as ``classes_``; rows sum to 1.
+
+        Examples
+        --------
+        >>> from sklearn.pipeline import make_pipeline
+        >>> from skgpstruct import RandomizedCRFTagger
+        >>> from skgpstruct.features import SequenceVectorizer
+        >>> X = [[{"w": "the"}, {"w": "cat"}], [{"w": "a"}, {"w": "dog"}]]
+        >>> y = [["DT", "NN"], ["DT", "NN"]]
+        >>> crf = make_pipeline(SequenceVectorizer(), RandomizedCRFTagger()).fit(X, y)
+        >>> sorted(crf.predict_proba(X[:1], output="dict")[0][0])
+        ['DT', 'NN']
         """
-        return self.predict_marginals(X)
+        return self.predict_marginals(X, output=output)
 
     def predict_path_proba(self, X, y=None, *, log=False):
         """Probability of a whole label path of each sequence, ``p(y_1, ...,

@@ -337,21 +337,23 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
         self._check_fitted()
         return self.estimator_.predict(X)
 
-    def predict_proba(self, X):
-        """Per-token marginals of the scaled tagger.
+    def predict_proba(self, X, *, output="array"):
+        """Per-token marginals of the scaled tagger (the same as
+        :meth:`predict_marginals`, under sklearn's name).
 
         Parameters
         ----------
         X : list of array-like or sparse matrix of shape (T_n, n_features)
             Token features of each sequence.
+        output : {"array", "dict"}, default="array"
+            ``"dict"``: one ``{label: p}`` dict per token.
 
         Returns
         -------
-        marginals : list of ndarray of shape (T_n, n_classes)
+        marginals : list of ndarray of shape (T_n, n_classes), or list of list of dict
             Columns ordered as ``classes_``.
         """
-        self._check_fitted()
-        return self.estimator_.predict_proba(X)
+        return self.predict_marginals(X, output=output)
 
     def predict_marginals(self, X, *, output="array"):
         """Per-token marginals of the scaled tagger (see the tagger's

@@ -344,6 +344,9 @@ def test_predict_proba_reaches_the_marginals_through_a_pipeline(case):
     for p, d in zip(proba, direct):
         assert_array_equal(p, d)
         assert np.allclose(p.sum(axis=1), 1.0)
+    # sklearn-crfsuite's format through the Pipeline (the keyword reaches the tagger)
+    assert pipe.predict_proba(X, output="dict") == pipe[-1].predict_marginals(
+        pipe[0].transform(X), output="dict")
 
 
 def test_predict_marginals_dict_output_as_sklearn_crfsuite(case):

@@ -268,6 +268,11 @@ def test_pipeline_estimator():
     assert ts.estimator_[-1]._potential_scale == pytest.approx(1.0 / ts.temperature_)
     proba = ts.predict_marginals(words[:2])
     assert_allclose(proba[0].sum(axis=1), 1.0)
+    assert ts.predict_proba(words[:2], output="dict") == ts.predict_marginals(
+        words[:2], output="dict")
+    pipe_of_ts = Pipeline([("ts", ts)])  # keyword forwarded through a Pipeline too
+    assert pipe_of_ts.predict_proba(words[:2], output="dict")[0][0] == pytest.approx(
+        ts.predict_marginals(words[:2], output="dict")[0][0])
     assert ts.predict(words[:1])[0].tolist() == ["D", "N", "V"]
     assert not hasattr(ts, "predict_path_proba")  # a Pipeline does not route it
     assert not hasattr(ts, "n_features_in_")  # dict features: the vectorizer has none
