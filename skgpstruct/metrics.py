@@ -22,6 +22,7 @@ from sklearn import metrics as skm
 from sklearn.metrics import make_scorer
 
 from ._uncertainty_metrics import __all__ as _CALIBRATION_ALL
+from ._validation import _label_kind
 from ._uncertainty_metrics import (
     expected_calibration_error,
     make_marginal_scorer,
@@ -72,12 +73,30 @@ def _check_sequence_pairs(y_true, y_pred):
     if len(y_true) == 0:
         raise ValueError("y_true and y_pred are empty.")
     out_true, out_pred = [], []
+    first = None  # (where, kind) of the first labels seen
     for i, (a, b) in enumerate(zip(y_true, y_pred)):
         if isinstance(a, str) or isinstance(b, str):
             raise TypeError(
                 f"Sequence {i} is a string; each sequence must be a list of "
                 "labels, one per token."
             )
+        # str and number labels would be converted to one type and compared
+        # as strings (1 == "1"): refused, as fit refuses them
+        for name, seq in (("y_true", a), ("y_pred", b)):
+            if np.size(seq) == 0:
+                continue  # no labels, no type
+            kind = _label_kind(seq)
+            if first is None:
+                first = (f"{name} sequence {i}", kind)
+            if kind == "mixed" or kind != first[1]:
+                where = (f"{name} sequence {i} mixes str and non-str labels"
+                         if kind == "mixed" else
+                         f"{first[0]} has {first[1]} labels, {name} sequence {i} "
+                         f"{kind} labels")
+                raise ValueError(
+                    f"The labels mix types ({where}); use one type (all str or "
+                    "all numbers), so that they are not silently converted."
+                )
         a = np.asarray(a)
         b = np.asarray(b)
         if a.ndim != 1 or b.ndim != 1:

@@ -68,6 +68,30 @@ def test_misaligned_input_raises(y_pred, match):
         flat_accuracy_score(Y_TRUE, y_pred)
 
 
+@pytest.mark.parametrize("y_true, y_pred, match", [
+    ([["A", 1]], [["A", "1"]], "y_true sequence 0 mixes str and non-str"),
+    ([[1, 2]], [["1", "2"]], "y_true sequence 0 has number labels, y_pred sequence 0 str"),
+    ([["A"], [1]], [["A"], [1]], "y_true sequence 1 number"),
+])
+def test_labels_of_mixed_types_raise(y_true, y_pred, match):
+    # they used to be converted to str and compared: 1 == "1", accuracy 1.0
+    with pytest.raises(ValueError, match=match):
+        flat_accuracy_score(y_true, y_pred)
+
+
+def test_score_refuses_labels_of_another_type():
+    from skgpstruct import RandomizedCRFTagger
+
+    X = [np.eye(2), np.eye(2)[::-1]]
+    crf = RandomizedCRFTagger().fit(X, [["1", "2"], ["2", "1"]])
+    with pytest.raises(ValueError, match="mix types"):
+        crf.score(X[:1], [[1, "2"]])
+    with pytest.raises(ValueError, match="mix types"):
+        crf.score(X[:1], [[1, 2]])
+    # an empty pair of sequences has no type
+    assert flat_accuracy_score([[], ["a"]], [[], ["a"]]) == 1.0
+
+
 def test_extract_chunks_bio_and_iob1():
     assert extract_chunks(["B-NP", "I-NP", "O", "B-VP"]) == {
         ("NP", 0, 2),
