@@ -162,6 +162,7 @@ def check_X_sequences(X, *, n_features=None, accept_sparse=True, dtype=np.float6
             try:
                 seq = np.asarray(seq, dtype=dtype)
             except (TypeError, ValueError) as exc:
+                _raise_if_token_descriptions(seq, i)
                 raise ValueError(
                     f"Sequence {i} of X could not be converted to a numeric "
                     f"array: {exc}"
@@ -197,6 +198,31 @@ def check_X_sequences(X, *, n_features=None, accept_sparse=True, dtype=np.float6
             )
         out.append(seq)
     return out
+
+
+def _raise_if_token_descriptions(seq, i):
+    """TypeError naming the transformer to use when sequence ``i`` of X holds
+    token descriptions (sklearn-crfsuite's feature dicts or feature-name
+    lists, words, CRF++ columns) rather than numbers."""
+    try:
+        token = next(iter(seq))
+    except (TypeError, StopIteration):
+        return
+    if isinstance(token, Mapping):
+        what = "feature dicts (sklearn-crfsuite's format)"
+    elif isinstance(token, (str, bytes)):
+        what = "strings"
+    elif isinstance(token, (list, tuple)) and token and all(
+            isinstance(v, (str, bytes)) for v in token):
+        what = "lists of strings (feature names or CRF++ columns)"
+    else:
+        return
+    raise TypeError(
+        f"Sequence {i} of X holds {what}, not numeric features: put a "
+        "transformer first, e.g. make_pipeline(skgpstruct.features."
+        "SequenceVectorizer(), tagger) for feature dicts or names, "
+        "WordFeatures() for words, CRFppTemplate(template) for CRF++ columns."
+    )
 
 
 def _label_kind(seq):

@@ -42,6 +42,11 @@ def test_length_one_sequence_is_valid():
         ([np.ones((2, 3)) + 1j], [[0, 0]], ValueError, "complex values"),
         ([sp.csr_matrix(np.ones((2, 3)) + 1j)], [[0, 0]], ValueError, "complex values"),
         ([[[1 + 1j] * 3] * 2], [[0, 0]], ValueError, "could not be converted"),
+        # token descriptions passed straight to a tagger: name the transformer
+        ([[{"w": "the"}, {"w": "cat"}]], [[0, 0]], TypeError,
+         r"feature dicts \(sklearn-crfsuite's format\).*SequenceVectorizer"),
+        ([[["w=the"], ["w=cat"]]], [[0, 0]], TypeError, "lists of strings.*CRFppTemplate"),
+        ([["the", "cat"]], [[0, 0]], TypeError, "holds strings.*WordFeatures"),
         # a missing label is not a class
         ([np.zeros((2, 3))], [np.array([0.0, np.nan])], ValueError,
          r"missing label \(np.float64\(nan\), token 1\)"),
