@@ -69,6 +69,9 @@ class InducingFormMixin:
             if coupled and params.q_sqrt.ndim == 4:  # from a mean-field fit
                 params.q_sqrt = mean_field_to_coupled(params.q_sqrt)
         else:
+            # the table of this fit's validation only (_prior_variance sets
+            # it; a given kernel is not validated)
+            self.__dict__.pop("variance_cv_results_", None)
             self.kernel_ = (clone(self.kernel) if self.kernel is not None
                             else LinearKernel(variance=self._prior_variance(data)))
             Z, fractions = init_inducing_points(

@@ -99,8 +99,10 @@ class CannotValidate(ValueError):
 def _folds(data, n_folds, random_state, what):
     """``(train, test)`` :class:`~skgpstruct._sequences.SequenceData` of
     each fold of a shuffled K-fold split of the sequences whose training
-    part has two labels or more (the same folds for the same
-    ``random_state``); ``what`` names the parameter
+    part has two labels or more and whose test part has a label of the
+    training part (held-out tokens of labels unseen in training are not
+    scored, so such a fold would score nothing), the same folds for the
+    same ``random_state``; ``what`` names the parameter
     (``"kernel_variance"``, ``"temperature"``) in the CannotValidate
     messages."""
     n = data.n_sequences
@@ -111,14 +113,16 @@ def _folds(data, n_folds, random_state, what):
     found = False
     for train, test in KFold(k, shuffle=True, random_state=random_state).split(
             np.arange(n)):
-        train = data.subset(train)
-        if np.unique(train.y_flat).size < 2:
+        train, test = data.subset(train), data.subset(test)
+        labels = np.unique(train.y_flat)
+        if labels.size < 2 or not np.isin(test.y_flat, labels).any():
             continue
         found = True
-        yield train, data.subset(test)
+        yield train, test
     if not found:
         raise CannotValidate("Every validation fold had a single label in "
-                             f"training: give {what} a number.")
+                             "training, or held out only labels its training "
+                             f"part lacks: give {what} a number.")
 
 
 def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,

@@ -200,6 +200,36 @@ def test_defaults_fit_a_single_sequence():
     assert est.score(X, y) > 0.5
 
 
+@pytest.mark.parametrize("approximation", ["features", "inducing"])
+def test_defaults_fit_when_every_fold_holds_out_unseen_labels(approximation):
+    """Two sequences with disjoint labels: the only fold with two training
+    labels holds out a label it never saw, so validation scores nothing. It
+    falls back with a warning (it used to raise an IndexError, or in the
+    inducing form pick 0.1 from a table of clipped log losses)."""
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(5, 4)), rng.normal(size=(4, 4))]
+    y = [["a", "b", "a", "b", "a"], ["c"] * 4]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        with pytest.warns(UserWarning, match="held out only labels its training part lacks"):
+            gp = GPStructTagger(approximation=approximation, n_inducing=5, n_samples=4,
+                                n_predict_samples=16, max_iter=10, random_state=0).fit(X, y)
+    assert gp.kernel_.variance == 1.0 and gp.variance_cv_results_ is None
+
+
+def test_refit_with_a_given_kernel_drops_the_validation_table():
+    # inducing form: the pop was in _prior_variance, which a given kernel skips
+    X, y = make_chain_data(n_sequences=12, n_classes=3, n_features=5, length=(3, 6),
+                           random_state=0)[:2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gp = GPStructTagger(approximation="inducing", n_inducing=10, n_samples=4,
+                            n_predict_samples=8, max_iter=5, random_state=0).fit(X, y)
+        assert gp.variance_cv_results_ is not None
+        gp.set_params(kernel=LinearKernel(variance=2.0)).fit(X, y)
+    assert not hasattr(gp, "variance_cv_results_")
+
+
 def test_refit_in_another_form_leaves_no_stale_attributes():
     """A refit after set_params keeps only this fit's attributes: the
     other form's posterior and a validation table that no longer applies
