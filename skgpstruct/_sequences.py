@@ -124,6 +124,12 @@ class SequenceData:
         dense_rows = None
         if sp.issparse(X_flat):
             X_flat = sp.csr_matrix(X_flat)
+            if not np.all(X_flat.data):
+                # explicitly stored zeros would count as active features
+                # (a GP's "seen" features, its validation's draws): the same
+                # values must give the same model whether stored or not
+                X_flat = X_flat.copy()  # never the caller's arrays
+                X_flat.eliminate_zeros()
             dense_rows = np.repeat([not sp.issparse(x) for x in X], lengths)
         return cls(X_flat, lengths, y_flat, dense_rows)
 

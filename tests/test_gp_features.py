@@ -190,6 +190,33 @@ def test_warm_start_takes_in_features_first_active_in_the_new_data(data):
 
 
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_explicitly_stored_zeros_are_not_features(data):
+    """The same values give the same model whether a sparse matrix stores
+    its zeros or not (a column of stored zeros used to count as a seen
+    feature: a prior-sized coef_var_, and other validation draws, which
+    changed the chosen temperature)."""
+    X, y, _, _ = data
+    D = X[0].shape[1]
+
+    def stored_zeros(x):  # the last column (never active) stored as zeros
+        x = x.tocoo()
+        n = x.shape[0]
+        return sp.csr_matrix((np.r_[x.data, np.zeros(n)],
+                              (np.r_[x.row, np.arange(n)], np.r_[x.col, np.full(n, D - 1)])),
+                             shape=x.shape)
+
+    Xz = [stored_zeros(x) for x in X]
+    assert all((a != b).nnz == 0 for a, b in zip(X, Xz)) and Xz[0].nnz > X[0].nnz
+    kw = dict(n_samples=4, n_predict_samples=16, max_iter=10, random_state=0)
+    a, b = GPStructTagger(**kw).fit(X, y), GPStructTagger(**kw).fit(Xz, y)
+    assert a.temperature_ == b.temperature_
+    assert_array_equal(a.coef_, b.coef_)
+    assert_array_equal(a.coef_var_, b.coef_var_)
+    assert np.all(b.coef_var_[:, D - 1] == 0)
+    assert Xz[0].nnz > X[0].nnz  # the caller's matrices are left as they were
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_warm_start_uses_a_changed_transition_prior_variance(data):
     X, y, _, _ = data
     gp = GPStructTagger(kernel_variance=3.0, transition_prior_var=0.01, warm_start=True,
