@@ -73,8 +73,10 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         (:func:`skgpstruct._variance_cv.cv_prior_variance`; 30
         fits of a plain CRF, a few seconds on the benchmark folds; the
         table is kept in ``variance_cv_results_``; with fewer than two
-        training sequences, or no fold with two labels, 1.0 with a
-        UserWarning). ``"elbo"``: learned
+        training sequences, or no fold with two labels in training and one
+        of them held out, 1.0 with a UserWarning; in the inducing-point
+        form the variance alone, without the temperature's joint choice).
+        ``"elbo"``: learned
         with the posterior by maximising the ELBO (type-II maximum
         likelihood); with the mean-field posterior the bound prefers too
         strong a prior (0.4 on the first chunking fold, 7.7 % token error,
@@ -232,9 +234,10 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         a warm ``T``. See ``benchmarks/results/calibration*.md``. Only
         ``T = 1`` in the inducing-point form.
     n_jobs : int or None, default=None
-        Threads over chunks of sequences, and over the folds and candidate
-        variances of the validation that chooses ``kernel_variance="cv"``
-        and ``temperature="auto"``. Results do not depend on it: a fit over
+        Threads over chunks of sequences, those of the CRF fits of the
+        validation that chooses ``kernel_variance="cv"``, and over the folds
+        and candidate variances of the one that chooses
+        ``temperature="auto"``. Results do not depend on it: a fit over
         several chunks runs BLAS on one thread whatever ``n_jobs`` is (so
         ``n_jobs=1`` uses one core there), a fit over one chunk keeps BLAS's
         threads.
@@ -304,7 +307,8 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         ``transition_var_`` are the fitted ones, ``kernel_`` and
         ``transition_prior_var_`` the model's prior.
     temperature_cv_results_ : dict or None
-        Only with ``temperature="auto"`` and ``kernel_variance="cv"``: the
+        Weight-space form only (absent after an inducing-point fit); with
+        ``temperature="auto"`` and ``kernel_variance="cv"``: the
         results of :func:`skgpstruct._posterior_cv.cv_posterior`
         (``"variance"``, ``"temperature"``, and per pair ``"log_loss"``,
         ``"log_loss_se"``, ``"calibration_error"``,
