@@ -11,10 +11,10 @@ import numpy as np
 from joblib import delayed
 from scipy.special import logsumexp
 from sklearn.utils.validation import check_is_fitted
-from threadpoolctl import threadpool_limits
 
 from . import chain
 from ._predict import entropy, renormalize_rows
+from ._parallel import small_blas
 from ._sequences import SequenceData, sequence_seeds
 from .gp._weight_space_long import WeightSpaceCovariance
 from .gp.ell import expected_log_likelihood
@@ -60,7 +60,7 @@ class GPPredictMixin:
 
         # small products: single-threaded BLAS, in n_jobs threads (the same
         # numbers whatever n_jobs and the machine's BLAS threads are)
-        with threadpool_limits(1), self._parallel() as parallel:
+        with small_blas(), self._parallel() as parallel:
             parts = parallel(delayed(alone)(n) for n in range(data.n_sequences))
         b = np.concatenate([b_n for b_n, _ in parts], axis=1)
         return b, [S for _, Sigma_n in parts for S in Sigma_n]
@@ -133,7 +133,7 @@ class GPPredictMixin:
         seeds = self._seeds(data)
         offsets = data.offsets
         # per-sequence work on small matrices: single-threaded BLAS is faster
-        with threadpool_limits(1), self._parallel() as parallel:
+        with small_blas(), self._parallel() as parallel:
             return parallel(
                 delayed(func)(b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i],
                               *(a[i] for a in args))

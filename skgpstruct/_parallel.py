@@ -9,13 +9,81 @@ floating-point sum (and hence a fitted model) is the same whatever
 estimators and imports none of them.
 """
 
+import threading
 from contextlib import nullcontext
 
 import numpy as np
 from joblib import delayed
-from threadpoolctl import threadpool_limits
+import threadpoolctl
+from threadpoolctl import ThreadpoolController
 
-__all__ = ["chunk_blas_limits", "chunked_sum", "map_chunks"]
+__all__ = ["chunk_blas_limits", "chunked_sum", "map_chunks", "small_blas"]
+
+
+def _release_openblas():
+    """Let any thread set OpenBLAS's thread count (threadpoolctl >= 3.6 lets
+    only the thread that last set it do so, until that thread's ``with``
+    block ends; the limits below are not tied to one thread)."""
+    clear = getattr(threadpoolctl.OpenBLASController, "clear_controlling_thread", None)
+    if clear is not None:
+        clear(force=True)
+
+
+class _SmallBlas:
+    """Limit BLAS to one thread while any caller is inside.
+
+    BLAS's thread count is one setting for the whole process. Reference
+    counted under a lock, so that callers on several threads at once (joblib
+    threads, fits side by side in a threading backend or an in-process dask
+    cluster) cannot leave the limit in place: the first to enter sets it,
+    the last to leave, on whatever thread, restores the original thread
+    counts. (Nested ``threadpool_limits`` contexts on several threads, each
+    saving and restoring on its own, left BLAS at one thread for the rest of
+    the process when two overlapped.)
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._limiter = None
+
+    def __enter__(self):
+        with self._lock:
+            if self._depth == 0:
+                _release_openblas()
+                self._limiter = ThreadpoolController().limit(limits=1, user_api="blas")
+                _release_openblas()
+            self._depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        with self._lock:
+            self._depth -= 1
+            if self._depth == 0:
+                _release_openblas()
+                self._limiter.restore_original_limits()
+                _release_openblas()
+                self._limiter = None
+        return False
+
+
+_SMALL_BLAS = _SmallBlas()
+
+
+def small_blas():
+    """Context limiting BLAS to one thread (see :class:`_SmallBlas`).
+
+    Returns
+    -------
+    context : context manager
+        The process-wide, reference-counted limit.
+
+    Examples
+    --------
+    >>> with small_blas():
+    ...     pass
+    """
+    return _SMALL_BLAS
 
 
 def chunk_blas_limits(n_selected, chunk_size):
@@ -37,7 +105,7 @@ def chunk_blas_limits(n_selected, chunk_size):
     Returns
     -------
     context : context manager
-        ``threadpool_limits(1)`` for several chunks, else a no-op.
+        :func:`small_blas` for several chunks, else a no-op.
 
     Examples
     --------
@@ -45,7 +113,7 @@ def chunk_blas_limits(n_selected, chunk_size):
     ...     pass
     """
     if int(n_selected) > int(chunk_size):
-        return threadpool_limits(1)
+        return small_blas()
     return nullcontext()
 
 

@@ -17,6 +17,7 @@ import copy
 import numpy as np
 import scipy.sparse as sp
 
+from ._parallel import small_blas
 from ._uncertainty_metrics import _binned
 from ._variance_cv import _CV_MAX_ITER, _folds, _sequences, _within_one_se
 
@@ -367,7 +368,6 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         its training part.
     """
     from joblib import Parallel, delayed
-    from threadpoolctl import threadpool_limits
 
     variances = np.sort(np.atleast_1d(np.asarray(variances, dtype=np.float64)))
     grid = np.sort(np.asarray(grid, dtype=np.float64))[::-1]
@@ -379,7 +379,7 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     # seeded by its fold alone; single-threaded BLAS in each (its small
     # products are no faster threaded, and threaded ones sum in another
     # order): the same numbers whatever n_jobs is
-    with threadpool_limits(1), Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
+    with small_blas(), Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
         crfs = parallel(delayed(_mode_path)(train, variances) for train, _ in folds)
         tasks = [(f, i) for f in range(len(folds)) for i in range(variances.size)]
         out = parallel(delayed(_posterior_scores)(crfs[f][i], folds[f], variances[i],

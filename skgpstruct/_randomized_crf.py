@@ -19,11 +19,11 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from threadpoolctl import threadpool_limits
 
 from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
 from ._crf_objective import CRFObjectiveMixin
 from ._decoders import _dense
+from ._parallel import small_blas
 from ._sequences import SequenceData
 from ._rdp_sparse import RowSparseAdaGradMixin
 from .chain import randomized as rdp
@@ -373,7 +373,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         # Parallelism is over chunks of sequences (n_jobs threads); the BLAS
         # calls inside are small, and multi-threaded BLAS on them only
         # oversubscribes the cores (as sklearn's KMeans, limit it to 1).
-        with threadpool_limits(limits=1, user_api="blas"), \
+        with small_blas(), \
                 self._parallel() as parallel, self._fit_backend():
 
             def loss_grad(theta, seq_idx, seeds, parallel):

@@ -19,13 +19,13 @@ Conventions shared with :mod:`skgpstruct.gp.elbo`:
   be contracted with ``dK / dtheta`` entry by entry).
 """
 
-import threading
 from typing import NamedTuple
 
 import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.linalg.blas import dtrmm
-from threadpoolctl import ThreadpoolController
+
+from .._parallel import small_blas  # noqa: F401  (ell.py uses it from here)
 
 __all__ = []
 
@@ -33,47 +33,6 @@ __all__ = []
 _MAX_BLOCK = 2**23
 #: Largest number of tokens in one length bucket.
 _BUCKET_TOKENS = 512
-
-
-class _SmallBlas:
-    """Limit BLAS to one thread while any caller is inside (for batches of
-    tiny matrices, where threaded BLAS only adds latency).
-
-    Reference-counted under a lock, so that concurrent callers (joblib
-    threads) cannot leave the limit in place: the first to enter sets it,
-    the last to leave restores the original thread counts.
-    """
-
-    def __init__(self):
-        self._lock = threading.Lock()
-        self._depth = 0
-        self._limiter = None
-        self._controller = None
-
-    def __enter__(self):
-        with self._lock:
-            if self._depth == 0:
-                if self._controller is None:
-                    self._controller = ThreadpoolController()
-                self._limiter = self._controller.limit(limits=1, user_api="blas")
-            self._depth += 1
-        return self
-
-    def __exit__(self, *exc):
-        with self._lock:
-            self._depth -= 1
-            if self._depth == 0:
-                self._limiter.restore_original_limits()
-                self._limiter = None
-        return False
-
-
-_SMALL_BLAS = _SmallBlas()
-
-
-def small_blas():
-    """Context limiting BLAS to one thread (see :class:`_SmallBlas`)."""
-    return _SMALL_BLAS
 
 
 class Bucket(NamedTuple):

@@ -13,7 +13,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.cluster import KMeans, MiniBatchKMeans, kmeans_plusplus
 from sklearn.utils import check_array, check_random_state
-from threadpoolctl import threadpool_limits
+
+from .._parallel import small_blas
 
 __all__ = ["init_inducing_points", "unique_rows"]
 
@@ -237,7 +238,7 @@ def _kmeans_assign(U, weights, n_inducing, projection_dim, rng):
     # plain (one-trial) weighted k-means++ seeding: O(n M d), where sklearn's
     # greedy default costs 2 + log(M) times more and dominates for large M
     # (its matrix-vector products are too small for threaded BLAS to pay off)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with small_blas():
         centres, _ = kmeans_plusplus(
             P, n_inducing, sample_weight=weights, n_local_trials=1, random_state=seed
         )

@@ -890,38 +890,40 @@ def test_expected_log_likelihood_rejects_bad_input():
 
 
 def test_small_blas_limit_is_restored_under_threads():
-    # Concurrent callers (joblib threads) must not leave BLAS limited to one
-    # thread: the limiter is reference-counted. (Whether OpenBLAS honours a
-    # limit set from a worker thread is OpenBLAS's business; in the main
-    # thread it must apply.)
+    # Concurrent callers (joblib threads, fits side by side in threads) must
+    # not leave BLAS limited to one thread: the limiter is reference-counted,
+    # and it applies from worker threads too (threadpoolctl >= 3.6 lets only
+    # the thread that last set OpenBLAS's count set it, until released: the
+    # limits used to do nothing in worker threads, and nested
+    # threadpool_limits on two threads left BLAS at 1 for the process).
     from concurrent.futures import ThreadPoolExecutor
 
     from threadpoolctl import threadpool_info
 
-    from skgpstruct.gp import _elbo_grads as g
+    from skgpstruct import _parallel as par
 
     def blas_threads():
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
 
     with threadpool_limits(limits=2, user_api="blas"):
         before = blas_threads()
-        with g.small_blas():
+        with par.small_blas():
             assert set(blas_threads()) == {1}
-            with g.small_blas():  # re-entrant
+            with par.small_blas():  # re-entrant
                 assert set(blas_threads()) == {1}
             assert set(blas_threads()) == {1}
         assert blas_threads() == before
 
         def work(_):
-            with g.small_blas():
-                with g.small_blas():
+            with par.small_blas():
+                with par.small_blas():
                     np.linalg.cholesky(np.eye(3))
-            return True
+                    return set(blas_threads())
 
         with ThreadPoolExecutor(4) as ex:
-            assert all(ex.map(work, range(64)))
+            assert all(inside == {1} for inside in ex.map(work, range(64)))
         assert blas_threads() == before
-        assert g._SMALL_BLAS._depth == 0
+        assert par._SMALL_BLAS._depth == 0
 
 
 # --------------------------------------------------------------------------
