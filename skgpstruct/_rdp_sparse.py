@@ -69,12 +69,15 @@ class RowSparseAdaGradMixin:
 
     def _sparse_loss_grad(self, theta, data, seeds, n_rows, parallel):
         """Summed loss and row-sparse gradient of all sequences of ``data``
-        (chunks in fixed order, merged on the union of their rows)."""
+        (chunks in fixed order, merged on the union of their rows; on the
+        GPU all of them in one chunk, one launch, no threads)."""
+        on_gpu = getattr(self, "device_", "cpu") == "cuda"
         parts = map_chunks(
             lambda chunk, chunk_seeds: self._chunk_sparse_loss_grad(
                 theta, data.subset(chunk), chunk_seeds, n_rows),
-            np.arange(data.n_sequences), seeds, chunk_size=_SPARSE_CHUNK_SEQUENCES,
-            parallel=parallel)
+            np.arange(data.n_sequences), seeds,
+            chunk_size=data.n_sequences if on_gpu else _SPARSE_CHUNK_SEQUENCES,
+            parallel=None if on_gpu else parallel)
         if len(parts) == 1:
             loss, rows, g_rows, rest = parts[0]
             return loss, RowSparseGradient(rows, g_rows, rest)
@@ -102,9 +105,11 @@ class RowSparseAdaGradMixin:
                               l1=self.c1 / n,
                               undecayed=(int(cuts[1]), int(cuts[2])), parallel=parallel)
 
+        on_gpu = getattr(self, "device_", "cpu") == "cuda"
+
         def step(t, idx, seeds):
             batch = data.subset(idx)
-            if len(idx) <= _SPARSE_CHUNK_SEQUENCES:
+            if on_gpu or len(idx) <= _SPARSE_CHUNK_SEQUENCES:
                 # one chunk: its rows are caught up and gathered in one pass
                 rows, Xc = _used_columns(batch.X_flat, compact=True)
                 W_rows = opt.catch_up(t, rows, gather=True)

@@ -488,6 +488,23 @@ def test_tagger_fit_on_cuda_matches_cpu(n_top, n_sampled, max_iter):
         assert_array_equal(got, want)
 
 
+def test_adagrad_fit_on_cuda_is_one_launch_per_minibatch():
+    """optimizer="adagrad" on device="cuda": a minibatch of more than 32
+    sequences is one chunk and no threads (it used to be split into
+    32-sequence chunks run on n_jobs threads: concurrent simulated kernels,
+    an AssertionError with n_jobs=2); the model matches the CPU's."""
+    X, y = make_chain_data(n_sequences=40, n_classes=3, n_features=4, length=(2, 3),
+                           random_state=3)
+    fits = {}
+    for device in ("cpu", "cuda"):
+        est = RandomizedCRFTagger(optimizer="adagrad", batch_size=40, max_iter=1, n_jobs=2,
+                                  c2=0.1, device=device, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fits[device] = est.fit(X, y)
+    assert_allclose(fits["cuda"].coef_, fits["cpu"].coef_, rtol=1e-8, atol=1e-10)
+
+
 @pytest.mark.parametrize("approximation, attrs", [
     ("inducing", ("q_mu_", "q_sqrt_")), ("features", ("coef_", "coef_var_"))])
 def test_gpstruct_fit_on_cuda_matches_cpu(approximation, attrs):
