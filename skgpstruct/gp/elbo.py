@@ -134,6 +134,11 @@ class ELBOObjective:
             if not (isinstance(kernel, Product) and factor > 0):
                 raise ValueError("hyperparameters='scale' needs a kernel "
                                  "ConstantKernel(c) * base.")
+            if np.asarray(kernel.k1.bounds).size == 0:
+                # its bounds would be empty, the box one entry short
+                raise ValueError("hyperparameters='scale' learns c of "
+                                 "ConstantKernel(c) * base, whose "
+                                 "constant_value_bounds are 'fixed'; give it bounds.")
             self._base = base
         n_hyper = {"none": 0, "all": kernel.n_dims, "scale": 1}[hyperparameters]
         if layout.n_hyperparameters != n_hyper:

@@ -849,6 +849,10 @@ def test_objective_scale_and_theta_bounds_and_unpack():
     assert_allclose(g.initial_hyperparameters(), base.theta)
     with pytest.raises(ValueError, match="ConstantKernel"):
         _objective("crf", base, X, Z, y, lengths, 1, 2, hyperparameters="scale")
+    # a fixed constant has no bounds: the box used to come out one entry short
+    fixed = ConstantKernel(2.0, constant_value_bounds="fixed") * base
+    with pytest.raises(ValueError, match="'fixed'"):
+        _objective("crf", fixed, X, Z, y, lengths, 1, 2, hyperparameters="scale")
     layout = VariationalLayout(1, 2, 3)
     with pytest.raises(ValueError, match="hyperparameters must be"):
         ELBOObjective(CRF, base, Z, X, lengths, y, layout, hyperparameters="some")
