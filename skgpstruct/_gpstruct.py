@@ -244,8 +244,9 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
     device : {"cpu", "cuda", "auto"}, default="cpu"
         Where the forward-backward passes of training run. ``"cuda"`` runs
         those of the CRF likelihood on the GPU (numba.cuda, one launch per
-        length bucket for all samples of its sequences): a likelihood with a
-        ``device`` parameter gets ``device_``; the pseudo and randomized
+        length bucket for all samples of its sequences; the chunks of
+        sequences then run one after another, ``n_jobs`` is unused in
+        training): a likelihood with a ``device`` parameter gets ``device_``; the pseudo and randomized
         likelihoods and the sampled marginals of prediction stay on the CPU,
         ``decode="viterbi"`` runs on ``device_``. ``"auto"``
         is ``"cuda"`` when ``numba.cuda.is_available()``. ``"cuda"``
@@ -569,7 +570,13 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         ``bounds`` on fixed samples, or the stochastic epochs); records
         ``elbo_history_`` and ``n_iter_``."""
         monitor = self._monitor(label="ELBO", sign=-1.0)
+        # on the GPU the chunks run one after another in this thread: kernels
+        # launched from n_jobs threads at once would share the device (numba's
+        # simulator refuses them), and the chunked sum is the same either way
+        on_gpu = (self.device_ == "cuda"
+                  and "device" in get_likelihood(self.likelihood).get_params())
         with self._parallel() as parallel:
+            parallel = None if on_gpu else parallel
             if self.optimizer == "lbfgs":
                 seeds, all_idx = rng.randint(_SEED_MAX, size=n), np.arange(n)
                 x = fit_lbfgs(lambda z: objective(z, all_idx, seeds, 1.0, parallel),

@@ -505,6 +505,26 @@ def test_adagrad_fit_on_cuda_is_one_launch_per_minibatch():
     assert_allclose(fits["cuda"].coef_, fits["cpu"].coef_, rtol=1e-8, atol=1e-10)
 
 
+def test_gpstruct_fit_on_cuda_runs_its_chunks_in_one_thread():
+    """GPStructTagger(device="cuda", n_jobs=2) over more than one chunk of
+    sequences (32 in the weight-space form): the chunks run one after another
+    (they used to run on n_jobs threads: concurrent simulated kernels, an
+    AssertionError), and the model equals the CPU's."""
+    from skgpstruct import GPStructTagger
+
+    X, y = make_chain_data(n_sequences=34, n_classes=2, n_features=4, length=(2, 2),
+                           random_state=3)
+    fits = {}
+    for device in ("cpu", "cuda"):
+        est = GPStructTagger(n_samples=2, max_iter=1, n_jobs=2, device=device,
+                             random_state=0, kernel_variance=1.0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fits[device] = est.fit(X, y)
+    assert fits["cuda"].approximation_ == "features"
+    assert_allclose(fits["cuda"].coef_, fits["cpu"].coef_, rtol=1e-8, atol=1e-10)
+
+
 @pytest.mark.parametrize("approximation, attrs", [
     ("inducing", ("q_mu_", "q_sqrt_")), ("features", ("coef_", "coef_var_"))])
 def test_gpstruct_fit_on_cuda_matches_cpu(approximation, attrs):
