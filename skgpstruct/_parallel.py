@@ -46,12 +46,20 @@ class _SmallBlas:
         self._lock = threading.Lock()
         self._depth = 0
         self._limiter = None
+        # made once, at the first use (numpy's and scipy's BLAS are loaded by
+        # then): a ThreadpoolController scans every loaded library, a few
+        # milliseconds of system time, and the ELBO's gradient enters this
+        # limit several times per evaluation (a new controller per entry made
+        # the test suite three times slower)
+        self._controller = None
 
     def __enter__(self):
         with self._lock:
             if self._depth == 0:
+                if self._controller is None:
+                    self._controller = ThreadpoolController()
                 _release_openblas()
-                self._limiter = ThreadpoolController().limit(limits=1, user_api="blas")
+                self._limiter = self._controller.limit(limits=1, user_api="blas")
                 _release_openblas()
             self._depth += 1
         return self

@@ -930,6 +930,37 @@ def test_small_blas_limit_is_restored_under_threads():
         assert par._SMALL_BLAS._depth == 0
 
 
+def test_small_blas_scans_the_libraries_once(monkeypatch):
+    # A ThreadpoolController scans every loaded library (milliseconds of
+    # system time), and the ELBO's gradient enters the limit several times per
+    # evaluation: one made per entry tripled the test suite's time. The
+    # limiter makes one, at its first use, and still limits and restores.
+    from threadpoolctl import ThreadpoolController, threadpool_info
+
+    from skgpstruct import _parallel as par
+
+    made = []
+
+    class Counting(ThreadpoolController):
+        def __init__(self):
+            made.append(1)
+            super().__init__()
+
+    monkeypatch.setattr(par, "ThreadpoolController", Counting)
+    limiter = par._SmallBlas()
+
+    def blas_threads():
+        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads()
+        for _ in range(5):
+            with limiter:
+                assert set(blas_threads()) == {1}
+            assert blas_threads() == before
+    assert len(made) == 1
+
+
 # --------------------------------------------------------------------------
 # learned kernel scale on fixed terms (optimize_hyperparameters="scale")
 
