@@ -5,6 +5,8 @@
   function cannot be left out of the docs.
 - Every example of the gallery in ``examples/`` is a ``plot_*.py`` script
   (the pattern sphinx-gallery runs) with a titled docstring, and it compiles.
+- The python code blocks of the pages run as written (those that need files
+  or a cluster are listed with the reason they are skipped).
 
 Skipped when doc/ is absent (an installed package without its sources).
 """
@@ -148,3 +150,50 @@ def test_every_results_file_names_the_script_that_writes_it():
         _results._script("nobody_wrote_this", scripts)
     for md in (bench / "results").glob("*.md"):  # raises for an orphan
         assert (bench / f"{_results._script(md.stem, scripts)}.py").is_file()
+
+
+# Pages' python code blocks that cannot run here, and why.
+_NOT_RUN = {
+    ("large_label_sets.rst", 0): "reads a CoNLL-U file from the working directory",
+    ("coming_from_crfsuite.rst", 0): "reads CRF++ files from the working directory",
+    ("dask.rst", 0): "starts a four-worker dask cluster",
+}
+
+
+def _page_blocks():
+    """``(page, index, code)`` of every ``.. code-block:: python`` of doc/."""
+    import textwrap
+
+    blocks = []
+    for page in sorted(DOC_DIR.glob("*.rst")):
+        text = page.read_text(encoding="utf-8")
+        found = re.findall(r"^\.\. code-block:: python\n\n((?:(?: {4}.*)?\n)+)", text,
+                           flags=re.MULTILINE)
+        blocks += [(page.name, i, textwrap.dedent(code)) for i, code in enumerate(found)]
+    return blocks
+
+
+@pytest.mark.parametrize("page, index, code", _page_blocks(),
+                         ids=lambda v: v if isinstance(v, (str, int)) and "\n" not in str(v)
+                         else "")
+def test_page_examples_run(page, index, code):
+    """The pages' examples run as written, in a namespace that holds what
+    their text takes as given (``X``, ``y`` and a train / test split)."""
+    if (page, index) in _NOT_RUN:
+        pytest.skip(_NOT_RUN[(page, index)])
+    from skgpstruct.datasets import make_chain_data
+
+    X, y = make_chain_data(n_sequences=60, n_classes=3, random_state=0)
+    namespace = {"X": X, "y": y, "X_train": X[:40], "y_train": y[:40],
+                 "X_test": X[40:], "y_test": y[40:]}
+    exec(compile(code, f"doc/{page}", "exec"), namespace)
+
+
+def test_page_examples_are_found():
+    """The block finder sees every example (a page's block that it missed
+    would go untested)."""
+    found = {(page, index) for page, index, _ in _page_blocks()}
+    assert set(_NOT_RUN) <= found
+    for page in DOC_DIR.glob("*.rst"):
+        count = page.read_text(encoding="utf-8").count(".. code-block:: python")
+        assert sum(p == page.name for p, _ in found) == count, page.name
