@@ -69,3 +69,31 @@ def test_calibration_table_matches_its_results_file():
                 assert _matches(p, v), (name, model, p, v)
                 checked += 1
     assert checked == 6 * 3 * 4
+
+
+def test_transfer_table_matches_its_results_files():
+    """The README's UD Hungarian table quotes benchmarks/results/
+    calibration_transfer{,_n100,_n30}.json to the digits it prints."""
+    import json
+
+    results = README.parent / "benchmarks" / "results"
+    files = {"300": "calibration_transfer", "100": "calibration_transfer_n100",
+             "30": "calibration_transfer_n30"}
+    lines = README.read_text().splitlines()
+    start = lines.index("| training sentences | GPStructTagger | exact CRF | sklearn-crfsuite |")
+    checked = 0
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        n_train, *models = _cells(line)
+        data = json.loads((results / f"{files[n_train]}.json").read_text())
+        rows = {r["model"]: r for r in data["rows"]}
+        for model, cell in zip(["GPStructTagger", "RandomizedCRFTagger exact",
+                                "sklearn-crfsuite"], models):
+            row = rows[model]
+            wanted = [row["error %"], row["log loss"], row["ECE %"],
+                      row["error % at 80 % coverage"]]
+            for p, v in zip([p.strip() for p in cell.split("/")], wanted):
+                assert _matches(p, v), (n_train, model, p, v)
+                checked += 1
+    assert checked == 3 * 3 * 4
