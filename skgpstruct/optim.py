@@ -87,9 +87,37 @@ class _FusedStep:
         self.undecayed = (0, 0) if undecayed is None else tuple(undecayed)
         self.t = 0
 
-    def _args(self, scale):
-        lo, hi = (int(i) for i in self.undecayed)
-        return float(scale), float(self.weight_decay), lo, hi
+    def _args(self, scale, n):
+        # the slice params[lo:hi] as Python reads it (negative ends count
+        # from the end, ends past n are clipped): the numba kernels index
+        # without bounds checks
+        lo, hi, _ = slice(*(int(i) for i in self.undecayed)).indices(n)
+        return float(scale), float(self.weight_decay), lo, max(lo, hi)
+
+    def _check_step(self, params, grad):
+        """``grad`` as a float64 array, after refusing what the numba kernels
+        would read or write out of bounds (or not update in place)."""
+        if not (isinstance(params, np.ndarray) and params.ndim == 1
+                and params.dtype.kind == "f"):
+            raise TypeError(
+                "params must be a 1-D float ndarray (updated in place), got "
+                + (f"an array of dtype {params.dtype} and shape {params.shape}"
+                   if isinstance(params, np.ndarray) else type(params).__name__) + "."
+            )
+        if not params.flags.writeable:
+            raise ValueError("params must be writeable (it is updated in place).")
+        grad = np.asarray(grad, dtype=np.float64)
+        if grad.shape != params.shape:
+            raise ValueError(
+                f"grad has shape {grad.shape}, params {params.shape}: they must match."
+            )
+        size = self._state_size()
+        if size is not None and size != params.size:
+            raise ValueError(
+                f"params has {params.size} entries, but this {type(self).__name__} "
+                f"stepped on {size} before; use a new optimiser for other parameters."
+            )
+        return grad
 
     def step(self, params, grad, *, scale=1.0, block=None):
         """Update ``params`` in place with ``scale * grad`` (+ decay); return it.
@@ -97,8 +125,9 @@ class _FusedStep:
         Parameters
         ----------
         params : ndarray of float64 of shape (n_params,)
-            Updated in place.
-        grad : ndarray of float64 of shape (n_params,)
+            Updated in place; the same size at every step (the moment
+            estimates are per parameter).
+        grad : array-like of float of shape (n_params,)
             Gradient of the objective.
         scale : float, default=1.0
             Factor of ``grad``.
@@ -108,7 +137,16 @@ class _FusedStep:
         Returns
         -------
         params : ndarray
+
+        Raises
+        ------
+        TypeError
+            If ``params`` is not a 1-D float ndarray.
+        ValueError
+            If ``params`` is read-only, ``grad`` has another shape, or
+            ``params`` has another size than at the first step.
         """
+        grad = self._check_step(params, grad)
         self.t += 1
         self._update(params, grad, scale)
         return params
@@ -149,10 +187,13 @@ class SGD(_FusedStep):
         self.momentum = momentum
         self._velocity = None
 
+    def _state_size(self):
+        return None if self._velocity is None else self._velocity.size
+
     def _update(self, params, grad, scale):
         if self._velocity is None:
             self._velocity = np.zeros_like(params)
-        _sgd_update(params, grad, *self._args(scale), self._velocity,
+        _sgd_update(params, grad, *self._args(scale, params.size), self._velocity,
                     float(self.learning_rate), float(self.momentum))
 
 
@@ -194,13 +235,16 @@ class Adam(_FusedStep):
         self._m = None
         self._v = None
 
+    def _state_size(self):
+        return None if self._m is None else self._m.size
+
     def _update(self, params, grad, scale):
         if self._m is None:
             self._m = np.zeros_like(params)
             self._v = np.zeros_like(params)
         c1 = 1.0 - self.beta1**self.t
         c2 = 1.0 - self.beta2**self.t
-        _adam_update(params, grad, *self._args(scale), self._m, self._v,
+        _adam_update(params, grad, *self._args(scale, params.size), self._m, self._v,
                      float(self.learning_rate), float(self.beta1), float(self.beta2),
                      float(self.epsilon), float(c1), float(c2))
 

@@ -167,6 +167,47 @@ def test_saga_update_follows_its_formula(rng):
         opt.step(x, grad)
 
 
+@pytest.mark.parametrize("cls", [SGD, Adam])
+def test_fused_steps_refuse_what_their_kernels_cannot_index(cls):
+    """The numba kernels index without bounds checks: a gradient of another
+    length, parameters of another size than the optimiser's state (which a
+    larger vector would overrun), or parameters that are not a 1-D float
+    array were taken silently (or failed inside numba)."""
+    opt = cls(0.1)
+    with pytest.raises(ValueError, match="grad has shape"):
+        opt.step(np.ones(3), np.ones(5))
+    with pytest.raises(TypeError, match="1-D float ndarray"):
+        opt.step([1.0, 2.0], [1.0, 1.0])
+    with pytest.raises(TypeError, match="1-D float ndarray"):
+        opt.step(np.array([1, 2]), np.ones(2))
+    frozen = np.ones(2)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="writeable"):
+        opt.step(frozen, np.ones(2))
+    assert opt.t == 0  # nothing refused counted as a step
+    opt.step(np.ones(4), np.ones(4))
+    with pytest.raises(ValueError, match="stepped on 4 before"):
+        opt.step(np.ones(2), np.ones(2))
+
+
+@pytest.mark.parametrize("cls", [SGD, Adam])
+def test_undecayed_is_the_python_slice(cls):
+    """``undecayed=(lo, hi)`` leaves ``params[lo:hi]`` undecayed, negative
+    ends counting from the end as in Python (they used to leave the whole
+    vector undecayed)."""
+    x = np.ones(4)
+    expected = np.ones(4)
+    ref = cls(0.1, weight_decay=1.0)
+    ref.step(expected, np.zeros(4))
+    expected[-1] = 1.0
+    cls(0.1, weight_decay=1.0, undecayed=(-1, 4)).step(x, np.zeros(4))
+    np.testing.assert_array_equal(x, expected)
+    y = np.ones(4)
+    cls(0.1, weight_decay=1.0, undecayed=(2, 100)).step(y, np.zeros(4))
+    np.testing.assert_array_equal(y[2:], 1.0)
+    assert np.all(y[:2] < 1.0)
+
+
 def test_make_optimizer_choices_and_errors():
     assert isinstance(make_optimizer("adam", 0.1), Adam)
     sgd = make_optimizer("sgd", 0.1)
