@@ -13,6 +13,7 @@ labels) numpy temporaries would cost more than a training step itself.
 
 import math
 import warnings
+from numbers import Integral
 
 import numpy as np
 from numba import njit
@@ -308,9 +309,33 @@ class SAGA:
         Returns
         -------
         params : ndarray
+
+        Raises
+        ------
+        ValueError
+            If ``block`` is not an integer in ``range(n_blocks)``, ``grad``
+            has another shape than ``params``, or ``params`` another size
+            than at the first step.
         """
         if block is None:
             raise ValueError("SAGA.step needs the block of the gradient.")
+        if (isinstance(block, bool) or not isinstance(block, Integral)
+                or not 0 <= block < self.n_blocks):
+            raise ValueError(
+                f"block must be an integer in range({self.n_blocks}), got {block!r}."
+            )
+        grad = np.asarray(grad, dtype=np.float64)
+        if grad.shape != np.shape(params) or np.ndim(params) != 1:
+            raise ValueError(
+                f"grad has shape {grad.shape}, params {np.shape(params)}: they must "
+                "be 1-D of the same shape."
+            )
+        if self._table is not None and self._table.shape[1] != params.size:
+            raise ValueError(
+                f"params has {params.size} entries, but this SAGA stepped on "
+                f"{self._table.shape[1]} before; use a new optimiser for other "
+                "parameters."
+            )
         if scale != 1.0:
             grad = scale * grad
         if self._table is None:

@@ -208,6 +208,23 @@ def test_undecayed_is_the_python_slice(cls):
     assert np.all(y[:2] < 1.0)
 
 
+def test_saga_refuses_a_block_outside_its_range_and_mismatched_shapes():
+    """A negative block used to stand silently for one counted from the end,
+    a gradient of one entry was broadcast over every parameter."""
+    opt = SAGA(0.1, n_blocks=2)
+    x = np.ones(3)
+    for block in (-1, 2, 1.0, True):
+        with pytest.raises(ValueError, match=r"block must be an integer in range\(2\)"):
+            opt.step(x, np.ones(3), block=block)
+    with pytest.raises(ValueError, match="grad has shape"):
+        opt.step(x, np.ones(1), block=0)
+    np.testing.assert_array_equal(x, 1.0)
+    assert opt.t == 0
+    opt.step(x, np.ones(3), block=np.int64(1))
+    with pytest.raises(ValueError, match="stepped on 3 before"):
+        opt.step(np.ones(2), np.ones(2), block=0)
+
+
 def test_make_optimizer_choices_and_errors():
     assert isinstance(make_optimizer("adam", 0.1), Adam)
     sgd = make_optimizer("sgd", 0.1)
