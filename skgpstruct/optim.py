@@ -13,7 +13,7 @@ labels) numpy temporaries would cost more than a training step itself.
 
 import math
 import warnings
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from numba import njit
@@ -76,6 +76,19 @@ def _sgd_update(params, grad, scale, decay, lo, hi, velocity, lr, momentum):
 
 
 # --------------------------------------------------------------- optimisers
+def _check_real(name, value, low, high, *, low_open=False, high_open=False):
+    """``value`` as a float, after a ValueError naming ``name`` when it is not
+    a real number in the interval (``None``: unbounded on that side)."""
+    ok = isinstance(value, Real) and not isinstance(value, bool) and np.isfinite(value)
+    ok = ok and (low is None or (value > low if low_open else value >= low))
+    ok = ok and (high is None or (value < high if high_open else value <= high))
+    if not ok:
+        left = "(-inf" if low is None else ("(" if low_open else "[") + f"{low:g}"
+        right = "inf)" if high is None else f"{high:g}" + (")" if high_open else "]")
+        raise ValueError(f"{name} must be a real number in {left}, {right}, got {value!r}.")
+    return float(value)
+
+
 class _FusedStep:
     """What :class:`SGD` and :class:`Adam` share: the L2 decay, its
     undecayed slice, the step counter and the state arrays' allocation."""
@@ -83,6 +96,7 @@ class _FusedStep:
     fixed_blocks = False  # minibatches may be reshuffled every epoch
 
     def __init__(self, learning_rate, weight_decay, undecayed):
+        _check_real("learning_rate", learning_rate, 0.0, None, low_open=True)
         self.learning_rate = learning_rate
         self.weight_decay = weight_decay
         self.undecayed = (0, 0) if undecayed is None else tuple(undecayed)
@@ -162,7 +176,7 @@ class SGD(_FusedStep):
     Parameters
     ----------
     learning_rate : float
-        Step size.
+        Step size, > 0.
     momentum : float, default=0.0
         Heavy-ball momentum in [0, 1).
     weight_decay : float, default=0.0
@@ -185,6 +199,7 @@ class SGD(_FusedStep):
 
     def __init__(self, learning_rate, momentum=0.0, *, weight_decay=0.0, undecayed=None):
         super().__init__(learning_rate, weight_decay, undecayed)
+        _check_real("momentum", momentum, 0.0, 1.0, high_open=True)
         self.momentum = momentum
         self._velocity = None
 
@@ -207,11 +222,11 @@ class Adam(_FusedStep):
     Parameters
     ----------
     learning_rate : float
-        Step size.
+        Step size, > 0.
     beta1, beta2 : float, default=0.9, 0.999
-        Decay rates of the first and second moment estimates.
+        Decay rates of the first and second moment estimates, in [0, 1).
     epsilon : float, default=1e-8
-        Added to the denominator.
+        Added to the denominator, >= 0.
     weight_decay, undecayed : float and (int, int) or None, default=0.0, None
         L2 coefficient and the slice without decay, as in :class:`SGD`.
 
@@ -230,6 +245,9 @@ class Adam(_FusedStep):
     def __init__(self, learning_rate, beta1=0.9, beta2=0.999, epsilon=1e-8, *,
                  weight_decay=0.0, undecayed=None):
         super().__init__(learning_rate, weight_decay, undecayed)
+        _check_real("beta1", beta1, 0.0, 1.0, high_open=True)
+        _check_real("beta2", beta2, 0.0, 1.0, high_open=True)
+        _check_real("epsilon", epsilon, 0.0, None)
         self.beta1 = beta1
         self.beta2 = beta2
         self.epsilon = epsilon
@@ -265,9 +283,9 @@ class SAGA:
     Parameters
     ----------
     learning_rate : float
-        Step size.
+        Step size, > 0.
     n_blocks : int
-        Number of blocks of the finite sum.
+        Number of blocks of the finite sum, >= 1.
 
     Examples
     --------
@@ -285,6 +303,9 @@ class SAGA:
     fixed_blocks = True  # the blocks of the finite sum never change
 
     def __init__(self, learning_rate, n_blocks):
+        _check_real("learning_rate", learning_rate, 0.0, None, low_open=True)
+        if isinstance(n_blocks, bool) or not isinstance(n_blocks, Integral) or n_blocks < 1:
+            raise ValueError(f"n_blocks must be an integer >= 1, got {n_blocks!r}.")
         self.learning_rate = learning_rate
         self.n_blocks = int(n_blocks)
         self.t = 0

@@ -225,6 +225,27 @@ def test_saga_refuses_a_block_outside_its_range_and_mismatched_shapes():
         opt.step(np.ones(2), np.ones(2), block=0)
 
 
+@pytest.mark.parametrize("make, match", [
+    (lambda: SGD(0.0), r"learning_rate must be a real number in \(0, inf\)"),
+    (lambda: Adam(-0.1), "learning_rate"),
+    (lambda: SAGA(float("nan"), n_blocks=2), "learning_rate"),
+    (lambda: SGD(0.1, momentum=1.0), r"momentum must be a real number in \[0, 1\)"),
+    (lambda: SGD(0.1, momentum=-0.5), "momentum"),
+    (lambda: Adam(0.1, beta1=1.5), "beta1"),
+    (lambda: Adam(0.1, beta2=-0.1), "beta2"),
+    (lambda: Adam(0.1, epsilon=-1e-8), "epsilon"),
+    (lambda: SAGA(0.1, n_blocks=0), "n_blocks must be an integer >= 1"),
+    (lambda: SAGA(0.1, n_blocks=2.7), "n_blocks"),
+    (lambda: make_optimizer("sgd", -1.0), "learning_rate"),
+])
+def test_optimizers_refuse_hyperparameters_outside_their_documented_ranges(make, match):
+    """Momentum 1.5, a negative learning rate and the like were taken
+    silently (SAGA's n_blocks=2.7 truncated to 2, n_blocks=0 an
+    IndexError at the first step)."""
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
 def test_make_optimizer_choices_and_errors():
     assert isinstance(make_optimizer("adam", 0.1), Adam)
     sgd = make_optimizer("sgd", 0.1)
