@@ -445,9 +445,9 @@ def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, bounds=Non
     x0 : ndarray of shape (n_params,)
         Starting point.
     max_iter : int, default=100
-        Maximum number of L-BFGS iterations.
+        Maximum number of L-BFGS iterations, >= 1.
     tol : float, default=1e-6
-        Relative tolerance on the objective (scipy's ``ftol``); the
+        Relative tolerance on the objective (scipy's ``ftol``), >= 0; the
         projected-gradient tolerance ``gtol`` is set to ``tol`` as well.
     callback : callable, default=None
         Called with the current value after every iteration.
@@ -466,6 +466,8 @@ def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, bounds=Non
 
     Raises
     ------
+    ValueError
+        If ``max_iter`` or ``tol`` is out of its range.
     FitInterrupted
         On a KeyboardInterrupt after at least one iteration (a subclass of
         KeyboardInterrupt): it carries the last iterate, the best so far
@@ -482,6 +484,10 @@ def minimize_lbfgs(fun, x0, *, max_iter=100, tol=1e-6, callback=None, bounds=Non
     >>> np.round(x, 6).tolist()
     [2.0, 3.0]
     """
+    # scipy runs one iteration with maxiter=0 (and takes a negative one)
+    if isinstance(max_iter, bool) or not isinstance(max_iter, Integral) or max_iter < 1:
+        raise ValueError(f"max_iter must be an integer >= 1, got {max_iter!r}.")
+    _check_real("tol", tol, 0.0, None)
     history = []
     last = {}
 

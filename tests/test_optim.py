@@ -268,6 +268,17 @@ def _rosenbrock(x):
     return value, grad
 
 
+def test_minimize_lbfgs_refuses_max_iter_below_one_and_a_negative_tol():
+    """max_iter=0 used to run one iteration (scipy's maxiter=0) and return a
+    moved point."""
+    x0 = np.array([-1.0, 1.0])
+    for max_iter in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="max_iter must be an integer >= 1"):
+            minimize_lbfgs(_rosenbrock, x0, max_iter=max_iter)
+    with pytest.raises(ValueError, match="tol must be a real number"):
+        minimize_lbfgs(_rosenbrock, x0, tol=-1e-6)
+
+
 def test_minimize_lbfgs_with_bounds_and_history():
     seen = []
     x, n_iter, history = minimize_lbfgs(_rosenbrock, np.array([-1.0, 1.0]), max_iter=200,
