@@ -290,6 +290,13 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         The device ``fit`` resolved ``device`` to.
     approximation_ : {"features", "inducing"}
         The form that was fitted (see ``approximation``).
+    jitter_ : float
+        The jitter added to the kernel matrices: ``jitter`` in the
+        weight-space form; in the inducing-point form the smallest value
+        from ``jitter`` up (tenfold steps) with which every training
+        sequence's covariance factorises (more than ``jitter`` with a
+        :class:`~skgpstruct.exceptions.JitterWarning`), kept for
+        prediction.
     coef_ : ndarray of shape (n_classes, n_features)
         Weight-space form only: posterior means of the weights
         (``sigma m``); unary potentials ``X @ coef_.T``. With a

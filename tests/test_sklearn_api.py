@@ -4,6 +4,7 @@ pickling, Pipeline / GridSearchCV / cross_val_score, n_jobs determinism,
 warm start, fitted checks, bad input, the cross-parameter checks, and the
 shared fit loop (ConvergenceMonitor, verbose output, ConvergenceWarning)."""
 
+import inspect
 import pickle
 import logging
 import re
@@ -28,6 +29,7 @@ from sklearn.utils.estimator_checks import (
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
 from skgpstruct._base import ConvergenceMonitor
+from skgpstruct.calibration import TemperatureScaledTagger
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.features import SequenceVectorizer
 from skgpstruct.gp.kernels import LinearKernel
@@ -389,3 +391,36 @@ def test_score_counts_an_unseen_label_as_an_error_the_probabilities_refuse_it():
     assert crf.score(X[:2], y_new) == pytest.approx((n - 1) / n)
     with pytest.raises(ValueError, match="not seen in fit"):
         crf.predict_path_proba(X[:2], y_new)
+
+
+def _documented_attributes(cls):
+    """Names in the numpydoc Attributes section of ``cls``'s docstring."""
+    lines = inspect.cleandoc(cls.__doc__).splitlines()
+    start = lines.index("Attributes") + 2  # past the underline
+    names = set()
+    for line, below in zip(lines[start:], lines[start + 1:] + [""]):
+        if below.startswith("---"):  # the next section's title
+            break
+        if line and not line.startswith(" "):
+            names.update(name.strip() for name in line.split(" : ")[0].split(","))
+    return names
+
+
+@pytest.mark.parametrize("make", [
+    lambda: GPStructTagger(kernel_variance=1.0, max_iter=3, n_samples=2,
+                           n_predict_samples=4, random_state=0),
+    lambda: GPStructTagger(**dict(GP_SMALL, max_iter=3), random_state=0),
+    lambda: RandomizedCRFTagger(max_iter=3),
+    lambda: RandomizedCRFTagger(transitions="low_rank", rank=2, optimizer="adam",
+                                max_iter=2, random_state=0),
+    lambda: TemperatureScaledTagger(RandomizedCRFTagger(max_iter=3), cv=2),
+], ids=["gp-features", "gp-inducing", "crf", "crf-low-rank", "temperature"])
+def test_every_fitted_attribute_is_documented(make):
+    """The public attributes ``fit`` sets are in the class's Attributes
+    section (GPStructTagger's ``jitter_``, which its JitterWarning points
+    to, was not)."""
+    X, y = make_chain_data(n_sequences=10, n_classes=3, n_features=4, random_state=0)[:2]
+    est = _fit(make(), X, y)
+    fitted = {name for name in vars(est)
+              if name.endswith("_") and not name.startswith("_")}
+    assert fitted - _documented_attributes(type(est)) == set()
