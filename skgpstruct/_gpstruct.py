@@ -11,6 +11,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
+from sklearn.exceptions import NotFittedError
 from sklearn.gaussian_process.kernels import Kernel
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -599,7 +600,13 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
     def loss_curve_(self):
         """The minimised objective per iteration / epoch, ``-elbo_history_``
         (see the class docstring)."""
-        return [-value for value in self.elbo_history_]
+        history = self.__dict__.get("elbo_history_")
+        if history is None:  # a NotFittedError is an AttributeError too
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet: loss_curve_ "
+                "exists after fit."
+            )
+        return [-value for value in history]
 
     def _fit_stochastic(self, objective, x, n, rng, parallel, monitor, project=None):
         """Epochs of minibatch steps with fresh samples every step; the

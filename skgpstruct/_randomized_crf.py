@@ -17,6 +17,7 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
@@ -431,7 +432,13 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
     def loss_curve_(self):
         """The minimised objective per iteration / epoch, a copy of
         ``loss_history_`` (see the class docstring)."""
-        return list(self.loss_history_)
+        history = self.__dict__.get("loss_history_")
+        if history is None:  # a NotFittedError is an AttributeError too
+            raise NotFittedError(
+                f"This {type(self).__name__} instance is not fitted yet: loss_curve_ "
+                "exists after fit."
+            )
+        return list(history)
 
     # ------------------------------------------------------------ inspect
     @property

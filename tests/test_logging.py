@@ -134,6 +134,19 @@ def test_loss_curve(name, data):
         assert est.loss_curve_ is not est.loss_history_  # not an alias
 
 
+@pytest.mark.parametrize("cls", [GPStructTagger, RandomizedCRFTagger])
+def test_loss_curve_before_fit_says_not_fitted(cls):
+    """Before fit, ``loss_curve_`` is absent (``hasattr`` is False, as for
+    every fitted attribute) with a NotFittedError that names it (it used to
+    be an AttributeError naming ``elbo_history_`` / ``loss_history_``)."""
+    from sklearn.exceptions import NotFittedError
+
+    est = cls()
+    assert not hasattr(est, "loss_curve_")
+    with pytest.raises(NotFittedError, match="not fitted yet: loss_curve_"):
+        est.loss_curve_
+
+
 # ------------------------------------------------------- where records go
 @pytest.mark.parametrize("verbose", [1, 2])
 def test_records_on_stderr_without_user_logging(package_logger_untouched, verbose, data,
