@@ -215,7 +215,10 @@ class GPPredictMixin:
 
         The expected log-likelihood of the given sequences (estimated with
         ``n_predict_samples`` samples per sequence and component) minus the
-        KL terms; useful to compare models on held-out data.
+        KL terms; useful to compare models on held-out data. Like
+        ``n_predict_samples``, ``likelihood`` is read when this is called:
+        after ``set_params(likelihood="crf")``, a model fitted with the
+        pseudo-likelihood gives the bound under the exact CRF likelihood.
 
         Parameters
         ----------
