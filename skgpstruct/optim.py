@@ -277,8 +277,10 @@ class SAGA:
     variance-reduced update
     ``x -= lr * (g_b - g_b_old + mean_g_old) * n_blocks``,
     i.e. an unbiased estimate of the full gradient whose variance vanishes at
-    the optimum. Before every block has been seen, ``mean_g_old`` is the
-    average over the blocks seen so far (SAG's warm start).
+    the optimum. Before every block has been seen, ``mean_g_old`` is the sum
+    of the stored gradients divided by the number of blocks seen, the
+    current one included (SAG's warm start: the first step is ``g_b``
+    alone).
 
     Parameters
     ----------
