@@ -223,8 +223,11 @@ class PredictMixin(SingleSequenceMixin):
         y_T | x)``.
 
         :class:`~skgpstruct.RandomizedCRFTagger`: ``exp(score(y) - log Z)``
-        under its potentials, by exact forward (also with ``n_top`` or
-        ``beam_size``, which only speed up training and decoding).
+        under its potentials, by exact forward on the full chain, also with
+        ``n_top`` (which concerns training only) and with ``beam_size``
+        (which restricts :meth:`predict`, :meth:`predict_marginals` and
+        :meth:`predict_uncertainty` to the beam, not this method: its path
+        probabilities then do not sum to those marginals).
         :class:`~skgpstruct.GPStructTagger`: the posterior predictive
         probability, ``p(y | f)`` averaged over the same
         ``n_predict_samples`` posterior draws of the potentials (per mixture

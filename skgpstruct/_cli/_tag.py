@@ -14,7 +14,9 @@ The path probabilities are the tagger's ``predict_path_proba`` (for a
 averaged over the same posterior draws as its marginals), the marginals
 ``predict_marginals``: for either tagger they describe one distribution
 (summing the probabilities of the paths with a label at a token gives its
-marginal). The N best paths are searched under the tagger's point
+marginal), except a RandomizedCRFTagger with ``beam_size``, whose marginals
+are those of the chain restricted to the beam and its path probabilities the
+full chain's. The N best paths are searched under the tagger's point
 potentials (private hooks ``_check_X`` and ``_decode_potentials``,
 :mod:`skgpstruct._decoders`: the CRF's, or the GP tagger's posterior-mean
 potentials), then scored by ``predict_path_proba``.
