@@ -133,7 +133,10 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
     ----------
     estimator : GPStructTagger, RandomizedCRFTagger or Pipeline, default=None
         The tagger, or a Pipeline ending in one (its ``predict_proba`` is
-        used). None: ``RandomizedCRFTagger()``.
+        used; the scaled Pipeline then offers ``predict``,
+        ``predict_proba`` / ``predict_marginals`` and ``score``, not
+        ``predict_path_proba`` nor ``predict_uncertainty``, which a Pipeline
+        does not forward). None: ``RandomizedCRFTagger()``.
     cv : int, cross-validation generator, iterable or "prefit", default=3
         Splits of the sequences (an int ``k``: ``KFold(k)`` over the
         sequences, in order, as :func:`sklearn.model_selection.check_cv`);
