@@ -197,3 +197,17 @@ def test_page_examples_are_found():
     for page in DOC_DIR.glob("*.rst"):
         count = page.read_text(encoding="utf-8").count(".. code-block:: python")
         assert sum(p == page.name for p, _ in found) == count, page.name
+
+
+def test_getting_started_names_every_dependency():
+    """The installation section of getting_started.rst names every package
+    of pyproject.toml's ``dependencies`` (a user installing by hand reads
+    it)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    text = (DOC_DIR / "getting_started.rst").read_text(encoding="utf-8")
+    install = text.split("Installation", 1)[1].split("Optional extras", 1)[0].lower()
+    for requirement in project["project"]["dependencies"]:
+        name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
+        assert name in install, f"{name} is not named in getting_started.rst"
