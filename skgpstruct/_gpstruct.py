@@ -326,9 +326,9 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
     variance_cv_results_ : dict
         Only with ``kernel=None, kernel_variance="cv"``: ``"variance"``,
         ``"error"``, ``"log_loss"`` (the posterior-mode CRF's, held-out,
-        per candidate) and ``"band"`` (the variances whose error is within
-        one standard error of the lowest: those ``temperature="auto"``
-        chooses among).
+        per candidate) and ``"band"`` (a boolean mask over
+        ``"variance"``: whether each one's error is within one standard
+        error of the lowest; ``temperature="auto"`` chooses among those).
     inducing_points_ : ndarray or csr_matrix of shape (n_inducing, n_features)
         Inducing-point form only: inducing inputs ``Z``.
     q_mu_ : ndarray of shape (n_components, n_classes, n_inducing)
