@@ -12,7 +12,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel
 
 from .gp.elbo import ELBOObjective
 from .gp.inducing import init_inducing_points
-from .gp.kernels import LinearKernel
+from .gp.kernels import LinearKernel, _check_sparse_support
 from .gp.terms import inducing_cholesky, split_kernel_scale, stable_jitter
 from .gp.variational import (
     VariationalLayout,
@@ -59,6 +59,9 @@ class InducingFormMixin:
         """Starting :class:`VariationalParams`: the fitted ones on a warm
         start; else ``kernel_``, inducing points and label-fraction means
         from the training data."""
+        kernel = self.kernel_ if warm else self.kernel
+        if kernel is not None:
+            _check_sparse_support(kernel, data.X_flat)
         V = len(self.classes_)
         coupled = self.posterior == "coupled"
         # Drawn whether or not they are used, so that a warm start sees the

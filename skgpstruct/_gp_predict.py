@@ -18,6 +18,7 @@ from ._parallel import small_blas
 from ._sequences import SequenceData, sequence_seeds
 from .gp._weight_space_long import WeightSpaceCovariance
 from .gp.ell import expected_log_likelihood
+from .gp.kernels import _check_sparse_support
 from .gp.kl import mixture_kl, transition_kl
 from .gp.sampling import draw_normals, sample_potentials
 from .gp.terms import compute_gp_terms, jittered_cholesky, sequence_marginals
@@ -33,6 +34,7 @@ class GPPredictMixin:
         """Kernel quantities of ``data`` under the fitted kernel (that of
         the base kernel scaled by the learned factor, with "scale")."""
         base, factor = self._fixed_kernel()
+        _check_sparse_support(base, data.X_flat)
         terms = compute_gp_terms(
             base, data.X_flat, data.lengths, self.inducing_points_,
             jitter=self.jitter_, Lzz=self._Lzz,

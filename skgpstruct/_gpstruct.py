@@ -61,7 +61,8 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         ``N(0, sigma^2)`` prior on the weight of each feature and label)
         with ``sigma^2`` set by ``kernel_variance``; the kernels of
         :mod:`skgpstruct.gp.kernels` accept scipy.sparse features, sklearn's
-        own kernels need dense ones.
+        own kernels (but ``ConstantKernel`` and ``WhiteKernel``) need dense
+        ones: sparse sequences with those are a ValueError that says so.
     kernel_variance : "cv", "elbo" or float, default="cv"
         Prior variance ``sigma^2`` of the weights when ``kernel=None``.
         ``"cv"``: chosen among 0.1, 0.2, 0.5, 1, ..., 100 by 3-fold validation of

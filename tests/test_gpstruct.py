@@ -183,6 +183,28 @@ def test_sklearn_dense_kernel_accepted(data):
     assert len(gp.predict(X_te)) == len(X_te)
 
 
+def test_sklearn_dense_kernel_on_sparse_features_says_so(data):
+    """scikit-learn's RBF needs dense features: sparse sequences at fit, or
+    at predict / elbo after a dense fit, get an error that says so and what
+    to do (they got "Unsupported dtype object" / a column-count mismatch)."""
+    import scipy.sparse as sp
+
+    X_tr, y_tr, X_te, y_te = data
+    sparse = [sp.csr_matrix(x) for x in X_tr]
+    match = "scikit-learn's RBF, which needs dense features"
+    with pytest.raises(ValueError, match=match):
+        GPStructTagger(kernel=RBF(2.0), random_state=0, **SMALL).fit(sparse, y_tr)
+    gp = _fit(GPStructTagger(kernel=RBF(2.0), random_state=0, **SMALL), X_tr, y_tr)
+    X_sp = [sp.csr_matrix(x) for x in X_te[:2]]
+    for call in (lambda: gp.predict(X_sp), lambda: gp.predict_marginals(X_sp),
+                 lambda: gp.elbo(X_sp, y_te[:2])):
+        with pytest.raises(ValueError, match=match):
+            call()
+    # this package's kernels, alone or scaled, take sparse input
+    _fit(GPStructTagger(kernel=ConstantKernel(2.0) * RBFKernel(), random_state=0, **SMALL),
+         sparse, y_tr).predict(X_sp)
+
+
 def test_elbo_rejects_labels_not_seen_in_fit(data):
     X_tr, y_tr, X_te, _ = data
     gp = _fit(GPStructTagger(random_state=0, **SMALL), X_tr, y_tr)

@@ -568,3 +568,56 @@ def kernel_gradient_contract(kernel, X, Y, G, *, max_elements=2**24, eps=1e-5):
         Km = kernel.clone_with_theta(theta - step)(X, Y)
         out[i] = np.vdot(G, Kp - Km) / (2.0 * eps)
     return out
+
+
+#: scikit-learn kernels that evaluate on scipy.sparse features (they read
+#: only the number of rows), and its operators, which do when their parts do.
+_SKLEARN_SPARSE_SAFE = ("ConstantKernel", "WhiteKernel")
+_SKLEARN_OPERATORS = ("Sum", "Product", "Exponentiation")
+
+
+def _dense_only_part(kernel):
+    """The first part of ``kernel`` that is one of scikit-learn's own kernels
+    needing dense features (``RBF``, ``Matern``, ``DotProduct``, ...), or
+    None. This package's kernels, ``ConstantKernel``, ``WhiteKernel`` and
+    kernels defined elsewhere (which may well take sparse input) are not."""
+    cls = type(kernel)
+    if not cls.__module__.startswith("sklearn.gaussian_process"):
+        return None
+    if cls.__name__ in _SKLEARN_OPERATORS:
+        parts = [kernel.kernel] if cls.__name__ == "Exponentiation" else [kernel.k1, kernel.k2]
+        for part in parts:
+            found = _dense_only_part(part)
+            if found is not None:
+                return found
+        return None
+    return None if cls.__name__ in _SKLEARN_SPARSE_SAFE else kernel
+
+
+def _check_sparse_support(kernel, X):
+    """Raise when ``X`` is sparse and ``kernel`` has a part, one of
+    scikit-learn's own kernels, that needs dense features (it would fail in
+    scikit-learn with an unrelated message: "Unsupported dtype object", or a
+    column-count mismatch).
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : ndarray or sparse matrix
+        Token features, stacked.
+
+    Raises
+    ------
+    ValueError
+        Naming the kernel and what to do instead.
+    """
+    if not sp.issparse(X):
+        return
+    part = _dense_only_part(kernel)
+    if part is not None:
+        raise ValueError(
+            f"The kernel {kernel} includes scikit-learn's {type(part).__name__}, which "
+            "needs dense features, and the sequences are (some of them) scipy.sparse "
+            "matrices: pass dense arrays (x.toarray() for each sequence), or use "
+            "skgpstruct.gp.kernels.LinearKernel / RBFKernel, which take sparse input."
+        )

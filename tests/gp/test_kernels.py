@@ -275,3 +275,29 @@ def test_linear_kernel_on_binary_sparse_tokens_is_overlap_count():
     K = LinearKernel()(X, Z)
     overlap = np.array([[len(set(x.indices) & set(z.indices)) for z in Z] for x in X])
     assert_allclose(K, overlap)
+
+
+def test_sparse_support_check():
+    """``_check_sparse_support`` refuses sparse features exactly for kernels
+    with a part that is one of scikit-learn's dense-only kernels, and the
+    kernels it lets through do evaluate on sparse input."""
+    from sklearn.gaussian_process.kernels import Matern
+
+    from skgpstruct.gp.kernels import _check_sparse_support
+
+    X = sp.random(6, 4, density=0.5, format="csr", random_state=0)
+    takes = [LinearKernel(), RBFKernel(), ConstantKernel(2.0) * LinearKernel(),
+             LinearKernel() + WhiteKernel(0.1), LinearKernel() ** 2,
+             ConstantKernel(1.0) * (RBFKernel() + LinearKernel())]
+    for kernel in takes:
+        _check_sparse_support(kernel, X)
+        assert kernel(X).shape == (6, 6) and kernel(X, X[:2]).shape == (6, 2)
+    refused = [(RBF(), "RBF"), (Matern(), "Matern"), (DotProduct(), "DotProduct"),
+               (ConstantKernel(2.0) * RBF(), "RBF"), (LinearKernel() + Matern(), "Matern"),
+               (RBF() ** 2, "RBF")]
+    for kernel, name in refused:
+        _check_sparse_support(kernel, X.toarray())  # dense: fine
+        with pytest.raises(ValueError):  # scikit-learn's own, unrelated message
+            kernel(X)
+        with pytest.raises(ValueError, match=f"scikit-learn's {name}, which needs dense"):
+            _check_sparse_support(kernel, X)
