@@ -12,7 +12,8 @@ from sklearn.gaussian_process.kernels import ConstantKernel
 
 from .gp.elbo import ELBOObjective
 from .gp.inducing import init_inducing_points
-from .gp.kernels import LinearKernel, _check_sparse_support
+from .gp._sparse_support import _check_sparse_support
+from .gp.kernels import LinearKernel
 from .gp.terms import inducing_cholesky, split_kernel_scale, stable_jitter
 from .gp.variational import (
     VariationalLayout,

@@ -18,7 +18,7 @@ from ._parallel import small_blas
 from ._sequences import SequenceData, sequence_seeds
 from .gp._weight_space_long import WeightSpaceCovariance
 from .gp.ell import expected_log_likelihood
-from .gp.kernels import _check_sparse_support
+from .gp._sparse_support import _check_sparse_support
 from .gp.kl import mixture_kl, transition_kl
 from .gp.sampling import draw_normals, sample_potentials
 from .gp.terms import compute_gp_terms, jittered_cholesky, sequence_marginals

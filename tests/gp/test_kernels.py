@@ -283,7 +283,7 @@ def test_sparse_support_check():
     kernels it lets through do evaluate on sparse input."""
     from sklearn.gaussian_process.kernels import Matern
 
-    from skgpstruct.gp.kernels import _check_sparse_support
+    from skgpstruct.gp._sparse_support import _check_sparse_support
 
     X = sp.random(6, 4, density=0.5, format="csr", random_state=0)
     takes = [LinearKernel(), RBFKernel(), ConstantKernel(2.0) * LinearKernel(),
