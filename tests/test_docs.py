@@ -176,12 +176,18 @@ def _page_blocks():
 @pytest.mark.parametrize("page, index, code", _page_blocks(),
                          ids=lambda v: v if isinstance(v, (str, int)) and "\n" not in str(v)
                          else "")
-def test_page_examples_run(page, index, code):
+def test_page_examples_run(page, index, code, monkeypatch):
     """The pages' examples run as written, in a namespace that holds what
-    their text takes as given (``X``, ``y`` and a train / test split)."""
+    their text takes as given (``X``, ``y`` and a train / test split), as on
+    a machine without a GPU (``device="auto"`` would otherwise pick numba's
+    CUDA simulator once ``tests/chain/test_cuda.py`` has switched it on, and
+    train on it for minutes)."""
     if (page, index) in _NOT_RUN:
         pytest.skip(_NOT_RUN[(page, index)])
+    from skgpstruct import _device
     from skgpstruct.datasets import make_chain_data
+
+    monkeypatch.setattr(_device, "_cuda_check", lambda: (False, False, "no GPU (test)"))
 
     X, y = make_chain_data(n_sequences=60, n_classes=3, random_state=0)
     namespace = {"X": X, "y": y, "X_train": X[:40], "y_train": y[:40],
