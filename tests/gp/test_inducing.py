@@ -183,3 +183,29 @@ def test_speed_on_large_sparse_tokens():
     assert Z.shape == (200, 30_000) and sp.issparse(Z)
     assert_allclose(F.sum(axis=1), 1.0, rtol=1e-12)
     assert elapsed < 15.0, f"init_inducing_points took {elapsed:.1f} s"
+
+
+def test_sparse_projection_memory_does_not_grow_with_unused_features():
+    # A wide sparse vocabulary (two million columns, five active per token)
+    # is projected for k-means without the dense (n_features, d) Gaussian
+    # matrix, 128 MB here at d = 8 and 2 GB at four million columns and the
+    # default d = 64; the projection is still the one that matrix gives.
+    import tracemalloc
+
+    D, d = 2_000_000, 8
+    X = _binary_tokens(500, D, 5, seed=11)
+    y = np.random.default_rng(12).integers(0, 3, 500)
+    tracemalloc.start()
+    try:
+        Z, F = init_inducing_points(X, y, 20, 3, random_state=0, projection_dim=d)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert Z.shape == (20, D) and sp.issparse(Z)
+    assert peak < 32e6, f"init_inducing_points peaked at {peak / 1e6:.0f} MB"
+    # the same projection as the dense matrix's, and the same state after it
+    U = X[:300]
+    a, b = np.random.RandomState(3), np.random.RandomState(3)
+    dense_R = b.standard_normal((D, d)) / np.sqrt(d)
+    assert_array_equal(inducing._sparse_projection(U, d, a), np.asarray(U @ dense_R))
+    assert a.randint(2**31 - 1) == b.randint(2**31 - 1)
