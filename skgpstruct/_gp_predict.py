@@ -26,6 +26,13 @@ from .likelihoods import get_likelihood
 
 __all__ = ["GPPredictMixin"]
 
+#: Sequences whose posterior moments prediction holds at a time
+#: (:meth:`GPPredictMixin._moment_chunks`): their ``(V, T_n, T_n)``
+#: covariances (and, in the weight-space form, their pair matrix) are built
+#: for one chunk, used and dropped, so that the memory of ``predict`` does
+#: not grow with the number of sequences predicted.
+PREDICT_CHUNK_SEQUENCES = 256
+
 
 class GPPredictMixin:
     """Prediction methods of :class:`~skgpstruct.GPStructTagger`."""
@@ -131,16 +138,32 @@ class GPPredictMixin:
         """``func(b_n, Sigma_n, seed_n, *args_n)`` for every sequence of
         ``data`` (its posterior moments and seed, the ``n``-th item of each
         of ``args``), in parallel over the sequences."""
-        b, Sigma = self._sequence_moments(data)
-        seeds = self._seeds(data)
-        offsets = data.offsets
+        out = []
         # per-sequence work on small matrices: single-threaded BLAS is faster
         with small_blas(), self._parallel() as parallel:
-            return parallel(
-                delayed(func)(b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i],
-                              *(a[i] for a in args))
-                for i in range(data.n_sequences)
-            )
+            for idx, sub, b, Sigma in self._moment_chunks(data):
+                seeds = self._seeds(sub)
+                offsets = sub.offsets
+                out.extend(parallel(
+                    delayed(func)(b[:, offsets[i] : offsets[i + 1]], Sigma[i], seeds[i],
+                                  *(a[n] for a in args))
+                    for i, n in enumerate(idx)
+                ))
+        return out
+
+    def _moment_chunks(self, data):
+        """``(idx, sub, b, Sigma)`` for consecutive chunks of at most
+        :data:`PREDICT_CHUNK_SEQUENCES` sequences: their positions in
+        ``data``, ``data.subset(idx)`` and its :meth:`_sequence_moments`.
+        A sequence's moments and seed depend on that sequence alone (see
+        :meth:`_sequence_moments`, :func:`~skgpstruct._sequences.sequence_seeds`),
+        so chunking changes no number; only one chunk's covariances are
+        held at a time."""
+        for start in range(0, data.n_sequences, PREDICT_CHUNK_SEQUENCES):
+            idx = np.arange(start, min(start + PREDICT_CHUNK_SEQUENCES, data.n_sequences))
+            sub = data.subset(idx)
+            b, Sigma = self._sequence_moments(sub)
+            yield idx, sub, b, Sigma
 
     def _sample_marginals(self, b_n, Sigma_n, seed, stats=False):
         """Marginals of one sequence averaged over the posterior draws of
@@ -208,7 +231,7 @@ class GPPredictMixin:
 
     def _decode_potentials(self, data):
         """Posterior-mean potentials (the ``"viterbi"`` decoder)."""
-        b, _ = self._sequence_moments(data)
+        b = np.concatenate([b for _, _, b, _ in self._moment_chunks(data)], axis=1)
         s = self._potential_scale
         return s * np.tensordot(self.weights_, b, axes=1), s * self.transition_mean_
 
