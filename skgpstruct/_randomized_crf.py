@@ -34,6 +34,11 @@ from .optim import make_optimizer
 
 __all__ = ["RandomizedCRFTagger"]
 
+#: Bytes of the (n_sequences, V, V) pairwise marginals that one exact
+#: ``marginals_ragged`` call of :meth:`RandomizedCRFTagger._token_marginals`
+#: may allocate (and discard): it runs on chunks of sequences of this size.
+_PAIRWISE_BYTES = 64 * 2 ** 20
+
 def _active_features(X):
     """Columns of ``X`` with a non-zero entry, or None if every column has one."""
     if sp.issparse(X):
@@ -491,9 +496,22 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         U, spec = self._decode_potentials(data)
         if self.beam_size is None:
             backend = self._predict_backend()
-            unary, _ = backend.marginals_ragged(U, data.lengths, _dense(spec))
-            # long chains drift from sum 1 (see renormalize_rows): 2e-12 after
-            return data.split(renormalize_rows(unary))
+            B = _dense(spec)
+            # chunks of sequences: the kernel's pairwise marginals (unused
+            # here) take V^2 per sequence, far more than the tokens' V; a
+            # sequence's marginals do not depend on the rest of its batch
+            n, offsets = data.n_sequences, data.offsets
+            step = max(1, _PAIRWISE_BYTES // (8 * B.shape[-1] ** 2))
+            out = []
+            for i in range(0, n, step):
+                j = min(i + step, n)
+                unary = backend.marginals_ragged(U[offsets[i]:offsets[j]],
+                                                 data.lengths[i:j], B)[0]
+                # long chains drift from sum 1 (see renormalize_rows): 2e-12 after
+                renormalize_rows(unary)
+                rel = offsets[i:j + 1] - offsets[i]
+                out.extend(unary[rel[k]:rel[k + 1]] for k in range(j - i))
+            return out
         if isinstance(spec, tuple):
             spec = rdp.LowRankTransitions(*spec)
         out = []
