@@ -39,6 +39,7 @@ __all__ = ["RandomizedCRFTagger"]
 #: may allocate (and discard): it runs on chunks of sequences of this size.
 _PAIRWISE_BYTES = 64 * 2 ** 20
 
+
 def _active_features(X):
     """Columns of ``X`` with a non-zero entry, or None if every column has one."""
     if sp.issparse(X):
