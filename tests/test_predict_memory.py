@@ -1,5 +1,11 @@
-"""GPStructTagger's predictions hold one chunk of sequences' posterior
-moments at a time (``_gp_predict.PREDICT_CHUNK_SEQUENCES``)."""
+"""Prediction memory does not grow with the number of sequences predicted.
+
+GPStructTagger's predictions hold one chunk of sequences' posterior moments
+at a time (``_gp_predict.PREDICT_CHUNK_SEQUENCES``); RandomizedCRFTagger's
+exact marginals run on chunks of sequences, so that the kernel's
+(n_sequences, V, V) pairwise marginals stay bounded
+(``_randomized_crf._PAIRWISE_BYTES``). Both give the numbers of one call, bit
+for bit."""
 
 import tracemalloc
 import warnings
@@ -9,20 +15,34 @@ import pytest
 import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
-from skgpstruct import GPStructTagger
-from skgpstruct import _gp_predict
+from skgpstruct import GPStructTagger, RandomizedCRFTagger
+from skgpstruct import _gp_predict, _randomized_crf
 
 
-def _sparse_sequences(n, T, V, D, seed):
+def _sparse_sequences(n, T, V, D, seed, n_active=4):
+    """``n`` sequences of ``T`` tokens with ``n_active`` binary features of
+    ``D`` each, and random labels of ``V`` (the first sequence starts with
+    as many distinct labels as it can hold)."""
     rng = np.random.default_rng(seed)
     X, y = [], []
     for _ in range(n):
-        cols = rng.integers(0, D, (T, 4))
-        X.append(sp.csr_matrix((np.ones(T * 4), (np.repeat(np.arange(T), 4), cols.ravel())),
+        cols = rng.integers(0, D, (T, n_active))
+        X.append(sp.csr_matrix((np.ones(T * n_active),
+                                (np.repeat(np.arange(T), n_active), cols.ravel())),
                                shape=(T, D)))
         y.append(rng.integers(0, V, T))
     y[0][:min(V, T)] = np.arange(min(V, T))
     return X, y
+
+
+def _peak(call):
+    """``call()``'s result and the peak of the memory it traced (bytes)."""
+    tracemalloc.start()
+    try:
+        out = call()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +92,52 @@ def test_predict_memory_does_not_grow_with_the_sequences(fitted):
     # peak when all were built at once); a chunk of 256 needs about 40 MB
     X, _ = _sparse_sequences(2000, 30, 10, 500, seed=2)
     fitted.predict_marginals(X[:2])
-    tracemalloc.start()
-    try:
-        out = fitted.predict_marginals(X)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    out, peak = _peak(lambda: fitted.predict_marginals(X))
     assert len(out) == 2000
     assert peak < 100e6, f"predict_marginals peaked at {peak / 1e6:.0f} MB"
+
+
+# ------------------------------------------------------ RandomizedCRFTagger
+def _fit_crf(V):
+    X, y = _sparse_sequences(V, 10, V, 300, seed=0, n_active=3)
+    for n in range(V):  # every label seen
+        y[n][0] = n
+    with warnings.catch_warnings():  # max_iter reached: a short fit is enough
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return RandomizedCRFTagger(max_iter=2, random_state=0).fit(X, y)
+
+
+def test_marginals_memory_does_not_grow_with_pairwise_marginals():
+    # 2000 sequences of 3 tokens, 150 labels: the marginals are 7 MB, the
+    # pairwise marginals of one call over all of them 360 MB
+    model = _fit_crf(150)
+    X, _ = _sparse_sequences(2000, 3, 150, 300, seed=1, n_active=3)
+    model.predict_marginals(X[:2])
+    out, peak = _peak(lambda: model.predict_marginals(X))
+    assert len(out) == 2000 and out[0].shape == (3, 150)
+    assert peak < 120e6, f"predict_marginals peaked at {peak / 1e6:.0f} MB"
+
+
+def test_chunked_marginals_are_those_of_one_call(monkeypatch):
+    model = _fit_crf(12)
+    rng = np.random.default_rng(2)
+    X = [_sparse_sequences(1, int(T), 12, 300, seed=int(T), n_active=3)[0][0]
+         for T in rng.integers(1, 30, 50)]
+    whole = model.predict_marginals(X)
+    entropy = model.predict_uncertainty(X)
+    monkeypatch.setattr(_randomized_crf, "_PAIRWISE_BYTES", 8 * 12 * 12 * 7)  # 7 sequences
+    calls = []
+    backend = model._predict_backend()
+    original = type(backend).marginals_ragged
+
+    def recording(self, U, lengths, B):
+        calls.append(len(lengths))
+        return original(self, U, lengths, B)
+
+    monkeypatch.setattr(type(backend), "marginals_ragged", recording)
+    chunked = model.predict_marginals(X)
+    assert calls == [7] * 7 + [1]
+    for a, b in zip(whole, chunked):  # bit for bit
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(entropy, model.predict_uncertainty(X)):
+        np.testing.assert_array_equal(a, b)
