@@ -89,6 +89,24 @@ def _check_real(name, value, low, high, *, low_open=False, high_open=False):
     return float(value)
 
 
+def _check_grad(optimizer, params, grad, stepped):
+    """``grad`` as a float64 array, after refusing one whose shape is not the
+    1-D ``params``' and ``params`` of another size than the ``stepped`` (None
+    before the first step) that ``optimizer``'s state was made for."""
+    grad = np.asarray(grad, dtype=np.float64)
+    if grad.shape != np.shape(params) or np.ndim(params) != 1:
+        raise ValueError(
+            f"grad has shape {grad.shape}, params {np.shape(params)}: they must "
+            "be 1-D of the same shape."
+        )
+    if stepped is not None and stepped != params.size:
+        raise ValueError(
+            f"params has {params.size} entries, but this {type(optimizer).__name__} "
+            f"stepped on {stepped} before; use a new optimiser for other parameters."
+        )
+    return grad
+
+
 class _FusedStep:
     """What :class:`SGD` and :class:`Adam` share: the L2 decay, its
     undecayed slice, the step counter and the state arrays' allocation."""
@@ -121,18 +139,7 @@ class _FusedStep:
             )
         if not params.flags.writeable:
             raise ValueError("params must be writeable (it is updated in place).")
-        grad = np.asarray(grad, dtype=np.float64)
-        if grad.shape != params.shape:
-            raise ValueError(
-                f"grad has shape {grad.shape}, params {params.shape}: they must match."
-            )
-        size = self._state_size()
-        if size is not None and size != params.size:
-            raise ValueError(
-                f"params has {params.size} entries, but this {type(self).__name__} "
-                f"stepped on {size} before; use a new optimiser for other parameters."
-            )
-        return grad
+        return _check_grad(self, params, grad, self._state_size())
 
     def step(self, params, grad, *, scale=1.0, block=None):
         """Update ``params`` in place with ``scale * grad`` (+ decay); return it.
@@ -347,18 +354,8 @@ class SAGA:
             raise ValueError(
                 f"block must be an integer in range({self.n_blocks}), got {block!r}."
             )
-        grad = np.asarray(grad, dtype=np.float64)
-        if grad.shape != np.shape(params) or np.ndim(params) != 1:
-            raise ValueError(
-                f"grad has shape {grad.shape}, params {np.shape(params)}: they must "
-                "be 1-D of the same shape."
-            )
-        if self._table is not None and self._table.shape[1] != params.size:
-            raise ValueError(
-                f"params has {params.size} entries, but this SAGA stepped on "
-                f"{self._table.shape[1]} before; use a new optimiser for other "
-                "parameters."
-            )
+        grad = _check_grad(self, params, grad,
+                           None if self._table is None else self._table.shape[1])
         if scale != 1.0:
             grad = scale * grad
         if self._table is None:
