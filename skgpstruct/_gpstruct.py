@@ -248,8 +248,9 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         those of the CRF likelihood on the GPU (numba.cuda, one launch per
         length bucket for all samples of its sequences; the chunks of
         sequences then run one after another, ``n_jobs`` is unused in
-        training): a likelihood with a ``device`` parameter gets ``device_``; the pseudo and randomized
-        likelihoods and the sampled marginals of prediction stay on the CPU,
+        training): a likelihood with a ``device`` parameter gets
+        ``device_``; the pseudo and randomized likelihoods and the sampled
+        marginals of prediction stay on the CPU,
         ``decode="viterbi"`` runs on ``device_``. ``"auto"``
         is ``"cuda"`` when ``numba.cuda.is_available()``. ``"cuda"``
         without a usable GPU raises a RuntimeError that says how to get one
@@ -582,8 +583,7 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
         # on the GPU the chunks run one after another in this thread: kernels
         # launched from n_jobs threads at once would share the device (numba's
         # simulator refuses them), and the chunked sum is the same either way
-        on_gpu = (self.device_ == "cuda"
-                  and "device" in get_likelihood(self.likelihood).get_params())
+        on_gpu = getattr(objective.likelihood, "device", "cpu") == "cuda"
         with self._parallel() as parallel:
             parallel = None if on_gpu else parallel
             if self.optimizer == "lbfgs":
