@@ -510,8 +510,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
                                                  data.lengths[i:j], B)[0]
                 # long chains drift from sum 1 (see renormalize_rows): 2e-12 after
                 renormalize_rows(unary)
-                rel = offsets[i:j + 1] - offsets[i]
-                out.extend(unary[rel[k]:rel[k + 1]] for k in range(j - i))
+                out.extend(np.split(unary, offsets[i + 1:j] - offsets[i]))
             return out
         if isinstance(spec, tuple):
             spec = rdp.LowRankTransitions(*spec)
