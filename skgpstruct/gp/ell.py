@@ -33,6 +33,7 @@ contracted entry by entry with ``dK / dtheta`` (see
 
 import numpy as np
 
+from .._parallel import small_blas
 from . import _elbo_grads as _g
 from .sampling import _check_draws, _sample_unary
 from .terms import _posterior_shape, jittered_cholesky
@@ -41,7 +42,6 @@ from .variational import VariationalParams
 __all__ = ["expected_log_likelihood"]
 
 _GRADIENTS = ("pathwise", "score")
-_small_blas = _g.small_blas
 
 
 def _check_params(params, M):
@@ -309,7 +309,7 @@ def ell_from_blocks(likelihood, b, Sig, buckets, y_flat, params, eps, eps_bin, *
     g_w, g_m, g_s, g_scale = np.zeros(K), np.zeros((V, V)), np.zeros((V, V)), 0.0
     for bk, Sb in zip(buckets, Sig):
         n_g, T = bk.rows.shape
-        with _small_blas():
+        with small_blas():
             C, E_blk, Eb, F, Bs = _bucket_samples(bk, Sb, b, params, eps, eps_bin, amp)
             # every (sequence, component) of the bucket in one likelihood call
             Yk = np.repeat(y_flat[bk.rows], K, axis=0)  # (n_g K, T)

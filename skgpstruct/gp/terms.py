@@ -27,6 +27,7 @@ from scipy.linalg import LinAlgError, block_diag, cholesky, solve_triangular
 from sklearn.gaussian_process.kernels import ConstantKernel, Product
 
 from ..chain._utils import check_lengths
+from .._parallel import small_blas
 from . import _elbo_grads as _g
 from .kernels import kernel_gradient_contract
 
@@ -42,8 +43,6 @@ __all__ = [
     "kernel_matrix_grads_to_theta",
     "split_kernel_scale",
 ]
-
-_small_blas = _g.small_blas
 
 
 # --------------------------------------------------------------------------
@@ -279,7 +278,7 @@ def jittered_cholesky(A, jitter, what, *, factor=None):
 
 def _scipy_cholesky(A):
     # threaded LAPACK potrf is very slow at M ~ 500 on a busy machine
-    with _small_blas():
+    with small_blas():
         return cholesky(A, lower=True)
 
 
@@ -458,7 +457,7 @@ def compute_gp_terms(kernel, X_flat, lengths, Z, *, jitter=1e-4, Lzz=None):
     Knz = np.ascontiguousarray(kernel(X_flat, Z), dtype=np.float64)
     A = np.ascontiguousarray(solve_triangular(Lzz, Knz.T, lower=True).T)
     Ktilde = []
-    with _small_blas():
+    with small_blas():
         for n0, n1 in _token_groups(offsets):
             base = offsets[n0]
             Kg = np.asarray(kernel(X_flat[base : offsets[n1]]), dtype=np.float64)
