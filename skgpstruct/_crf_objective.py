@@ -184,7 +184,7 @@ class CRFObjectiveMixin:
         over all the tokens gives the weights' (not one dense
         ``n_features x n_labels`` product per chunk)."""
         self._check_finite(theta)
-        on_gpu = getattr(self, "device_", "cpu") == "cuda"
+        on_gpu = self._on_gpu
         sub = data.subset(seq_idx)
         n = sub.n_sequences
         parts = map_chunks(

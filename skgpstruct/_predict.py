@@ -123,10 +123,15 @@ class PredictMixin(SingleSequenceMixin):
         """Name of the :data:`~skgpstruct._decoders.DECODERS` entry ``predict`` uses."""
         raise NotImplementedError
 
+    @property
+    def _on_gpu(self):
+        """Whether ``fit`` resolved ``device`` to the GPU (False before fit)."""
+        return getattr(self, "device_", "cpu") == "cuda"
+
     def _predict_backend(self):
         """The chain backend of prediction: the GPU if ``fit`` ran on it and
         it is still usable, else the CPU."""
-        return get_backend("auto" if getattr(self, "device_", "cpu") == "cuda" else "cpu")
+        return get_backend("auto" if self._on_gpu else "cpu")
 
     def predict(self, X):
         """Label sequences with the tagger's decoder.

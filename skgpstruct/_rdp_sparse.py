@@ -71,7 +71,7 @@ class RowSparseAdaGradMixin:
         """Summed loss and row-sparse gradient of all sequences of ``data``
         (chunks in fixed order, merged on the union of their rows; on the
         GPU all of them in one chunk, one launch, no threads)."""
-        on_gpu = getattr(self, "device_", "cpu") == "cuda"
+        on_gpu = self._on_gpu
         parts = map_chunks(
             lambda chunk, chunk_seeds: self._chunk_sparse_loss_grad(
                 theta, data.subset(chunk), chunk_seeds, n_rows),
@@ -105,7 +105,7 @@ class RowSparseAdaGradMixin:
                               l1=self.c1 / n,
                               undecayed=(int(cuts[1]), int(cuts[2])), parallel=parallel)
 
-        on_gpu = getattr(self, "device_", "cpu") == "cuda"
+        on_gpu = self._on_gpu
 
         def step(t, idx, seeds):
             batch = data.subset(idx)
