@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._parallel import chunk_blas_limits, chunked_sum
+from . import _dense_pairs as _dense
 from . import _elbo_grads as _g
 from . import _weight_space_long as _long
 from .ell import _check_likelihood, ell_from_blocks
@@ -203,16 +204,31 @@ class _Blocks:
                 self.n_weights[ls.seq] = ls.cols.size
         else:  # exactly as before the weight-space path existed
             self.buckets, _ = _g.make_buckets(offsets)
-        self.pairs = [pair_matrix(self.X[bk.rows.ravel()], bk.T) for bk in self.buckets]
+        self.pairs = [self._bucket_pairs(bk) for bk in self.buckets]
+
+    def _bucket_pairs(self, bk):
+        """``(P, dense)`` of a bucket: the pair matrix of its tokens and,
+        where some of its sequences have dense columns
+        (:func:`~skgpstruct.gp._dense_pairs.dense_columns`), their dense
+        part (a :class:`~skgpstruct.gp._dense_pairs.DenseColumns`, the pair
+        matrix then that of the other entries; None for none)."""
+        Xb = self.X[bk.rows.ravel()]
+        columns = _dense.dense_columns(Xb, bk.T)
+        if not any(cols.size for cols in columns):  # the pair matrix alone, as ever
+            return pair_matrix(Xb, bk.T), None
+        dense = _dense.DenseColumns(Xb, bk.T, columns)
+        return pair_matrix(dense.rest, bk.T), dense
 
     def moments(self, m, s, jitter):
         """Means (1, N, V) and per-bucket covariances (n_g, 1, V, T, T)."""
         V = m.shape[1]
         b = np.asarray(self.X @ m)[None]
         Sig = []
-        for bk, P in zip(self.buckets, self.pairs):
+        for bk, (P, dense) in zip(self.buckets, self.pairs):
             n_g, T = bk.rows.shape
             S = np.asarray(P @ s).reshape(n_g, T, T, V).transpose(0, 3, 1, 2)
+            if dense is not None:
+                dense.add_covariances(s, S)
             S = S + jitter * np.eye(T)
             Sig.append(S[:, None])
         return b, Sig
@@ -221,9 +237,11 @@ class _Blocks:
         """Gradients w.r.t. ``m`` and ``s`` from those w.r.t. the moments."""
         dm = np.asarray(self.X.T @ db[0])
         ds = np.zeros_like(dm)
-        for bk, P, Sb in zip(self.buckets, self.pairs, Sbar):
+        for (P, dense), Sb in zip(self.pairs, Sbar):
             flat = Sb[:, 0].transpose(0, 2, 3, 1).reshape(-1, V)
             ds += np.asarray(P.T @ flat)
+            if dense is not None:
+                dense.backward(Sb[:, 0], ds)
         return dm, ds
 
 
