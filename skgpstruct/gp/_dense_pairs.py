@@ -19,7 +19,7 @@ X_n``; its other columns stay in the pair matrix, whose products are added
 sequence has it (``c_d = T``, two tokens or more): its ``T^2`` products
 are then exactly its pair-matrix entries, so the dense product does the
 same multiply-adds from ``T`` numbers instead of ``T^2``, and BLAS runs
-them 1.7 to 5.5 times faster than the pair matrix's sparse product
+them 1.6 to 5.1 times faster than the pair matrix's sparse product
 (``python benchmarks/dense_features.py``). A sequence
 takes the dense path when its dense columns hold most of its pairs, so
 that the path is taken where it removes most of a pair matrix: embeddings,
