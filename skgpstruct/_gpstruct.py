@@ -238,8 +238,9 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
     n_jobs : int or None, default=None
         Threads over chunks of sequences, those of the CRF fits of the
         validation that chooses ``kernel_variance="cv"``, and over the folds
-        and candidate variances of the one that chooses
-        ``temperature="auto"``. Results do not depend on it: a fit over
+        of the one that chooses ``temperature="auto"`` (each fold scores its
+        candidate variances one after another, holding one CRF's weights at
+        a time). Results do not depend on it: a fit over
         several chunks runs BLAS on one thread whatever ``n_jobs`` is (so
         ``n_jobs=1`` uses one core there), a fit over one chunk keeps BLAS's
         threads.

@@ -12,8 +12,6 @@ spread as the variational fit's does (:func:`_mean_scales`); see its
 docstring. :func:`cv_temperature` is the same at one variance.
 """
 
-import copy
-
 import numpy as np
 import scipy.sparse as sp
 
@@ -252,21 +250,6 @@ def _calibration_error(conf, correct, n_bins=_CV_BINS):
     return float(np.sum(np.abs(conf_sum - acc_sum)) / conf.size), float(se)
 
 
-def _mode_path(train, variances):
-    """The posterior-mode CRFs of ``train`` at each of ``variances``
-    (ascending: strongest prior first), each fit warm-started from the one
-    before (copies: one CRF per variance)."""
-    from ._randomized_crf import RandomizedCRFTagger
-
-    crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True)
-    X_tr, y_tr = _sequences(train)
-    out = []
-    for variance in variances:
-        crf.set_params(c2=0.5 / variance).fit(X_tr, y_tr)
-        out.append(copy.deepcopy(crf))
-    return out
-
-
 def _posterior_scores(crf, fold, variance, grid, seed):
     """``c_T`` of each temperature of ``grid`` on the training part of
     ``fold`` and the held-out scores (:func:`_held_out_scores`) on its test
@@ -277,6 +260,24 @@ def _posterior_scores(crf, fold, variance, grid, seed):
     draws = np.random.default_rng(seed)
     c = _mean_scales(crf, s_w, s_b, train, grid, variance, draws)
     return c, _held_out_scores(crf, s_w, s_b, c, test, grid, draws)
+
+
+def _fold_scores(fold, variances, grid, seed):
+    """:func:`_posterior_scores` of each of ``variances`` (ascending:
+    strongest prior first) on ``fold``, along the path of its
+    posterior-mode CRFs: each fitted on the training part warm-started from
+    the one before and scored before the next is fitted, so that one CRF
+    (``n_features x n_labels`` weights) is held at a time, not one per
+    variance."""
+    from ._randomized_crf import RandomizedCRFTagger
+
+    crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True)
+    X_tr, y_tr = _sequences(fold[0])
+    out = []
+    for variance in variances:
+        crf.set_params(c2=0.5 / variance).fit(X_tr, y_tr)
+        out.append(_posterior_scores(crf, fold, variance, grid, seed))
+    return out
 
 
 def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3,
@@ -342,8 +343,7 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         :func:`~skgpstruct._variance_cv.cv_prior_variance`) and the draws (common to
         every candidate).
     n_jobs : int or None, default=None
-        Threads over the folds and the (fold, variance) pairs (the results
-        do not depend on it).
+        Threads over the folds (the results do not depend on it).
 
     Returns
     -------
@@ -375,21 +375,18 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     folds = list(_folds(data, n_folds, random_state, "temperature"))
     # common draws for every variance of a fold (one seed a fold, in order)
     seeds = [rng.integers(2 ** 32) for _ in folds]
-    # every (fold, variance) task is independent once its CRF is fitted, and
-    # seeded by its fold alone; single-threaded BLAS in each (its small
-    # products are no faster threaded, and threaded ones sum in another
-    # order): the same numbers whatever n_jobs is
+    # the folds are independent, each seeded by its own seed; single-threaded
+    # BLAS in each (its small products are no faster threaded, and threaded
+    # ones sum in another order): the same numbers whatever n_jobs is
     with small_blas(), Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
-        crfs = parallel(delayed(_mode_path)(train, variances) for train, _ in folds)
-        tasks = [(f, i) for f in range(len(folds)) for i in range(variances.size)]
-        out = parallel(delayed(_posterior_scores)(crfs[f][i], folds[f], variances[i],
-                                                  grid, seeds[f])
-                       for f, i in tasks)
+        out = parallel(delayed(_fold_scores)(fold, variances, grid, seed)
+                       for fold, seed in zip(folds, seeds))
     scores = [[] for _ in variances]
     scales = np.zeros((variances.size, grid.size))
-    for (f, i), (c, fold_scores) in zip(tasks, out):  # fold order
-        scales[i] += c
-        scores[i].append(fold_scores)
+    for per_variance in out:  # fold order
+        for i, (c, fold_scores) in enumerate(per_variance):
+            scales[i] += c
+            scores[i].append(fold_scores)
     n_used = len(folds)
     # (variance, temperature, token) arrays of the pooled held-out tokens
     losses, conf, correct = (np.stack([np.concatenate([f[k] for f in parts], axis=1)
@@ -432,8 +429,7 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
         Seeds the fold split (as
         :func:`~skgpstruct._variance_cv.cv_prior_variance`) and the draws.
     n_jobs : int or None, default=None
-        Threads over the folds and the (fold, variance) pairs (the results
-        do not depend on it).
+        Threads over the folds (the results do not depend on it).
 
     Returns
     -------

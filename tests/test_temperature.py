@@ -237,7 +237,7 @@ def test_mean_scale_predicts_the_variational_mean(sigma2, T):
 
 
 def test_cv_posterior_same_numbers_whatever_n_jobs():
-    # the (fold, variance) tasks run in threads: every table entry bit for bit
+    # the folds run in threads: every table entry bit for bit
     from skgpstruct._posterior_cv import cv_posterior
 
     X, y = _model_data(3.0, seed=2, n_sequences=60)
@@ -247,3 +247,27 @@ def test_cv_posterior_same_numbers_whatever_n_jobs():
     assert one[:2] == two[:2]
     for key in one[2]:
         np.testing.assert_array_equal(one[2][key], two[2][key], err_msg=key)
+
+
+def test_cv_posterior_holds_one_crf_at_a_time(monkeypatch):
+    # each fold's CRFs along the variances are scored as they are fitted:
+    # (n_features x n_labels) weights once, not once per (fold, variance)
+    import gc
+
+    from skgpstruct import _posterior_cv
+    from skgpstruct._randomized_crf import RandomizedCRFTagger
+
+    live = []
+    score = _posterior_cv._posterior_scores
+
+    def counting(*args):
+        live.append(sum(isinstance(o, RandomizedCRFTagger) for o in gc.get_objects()))
+        return score(*args)
+
+    monkeypatch.setattr(_posterior_cv, "_posterior_scores", counting)
+    X, y = _model_data(3.0, seed=2, n_sequences=30)
+    data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
+    gc.collect()
+    _posterior_cv.cv_posterior(data, 4, [1.0, 3.0, 10.0], random_state=1)
+    assert len(live) == 9  # 3 folds x 3 variances
+    assert max(live) == 1
