@@ -257,17 +257,21 @@ def test_cv_posterior_holds_one_crf_at_a_time(monkeypatch):
     from skgpstruct import _posterior_cv
     from skgpstruct._randomized_crf import RandomizedCRFTagger
 
+    def n_crfs():
+        return sum(isinstance(o, RandomizedCRFTagger) for o in gc.get_objects())
+
     live = []
     score = _posterior_cv._posterior_scores
 
     def counting(*args):
-        live.append(sum(isinstance(o, RandomizedCRFTagger) for o in gc.get_objects()))
+        live.append(n_crfs() - before)  # those of this call (other tests' kept)
         return score(*args)
 
     monkeypatch.setattr(_posterior_cv, "_posterior_scores", counting)
     X, y = _model_data(3.0, seed=2, n_sequences=30)
     data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
     gc.collect()
+    before = n_crfs()
     _posterior_cv.cv_posterior(data, 4, [1.0, 3.0, 10.0], random_state=1)
     assert len(live) == 9  # 3 folds x 3 variances
     assert max(live) == 1
