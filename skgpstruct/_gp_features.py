@@ -251,27 +251,30 @@ class FeatureFormMixin:
                                1.0, self._feature_jitter(),
                                n_samples=self.n_predict_samples)
 
-    def _feature_elbo(self, data, seeds):
-        """ELBO of the fitted weight-space posterior on ``data``."""
+    def _feature_ell(self, data):
+        """Expected log-likelihood of each sequence of ``data`` under the
+        fitted weight-space posterior (``n_predict_samples`` draws)."""
         X = self._feature_design(data.X_flat)
         V = len(self.classes_)
-        sigma2 = float(self.kernel_.variance)
         # long sequences sampled in weight space, as in predict_marginals
         blocks = _Blocks(X, data.offsets, self.n_predict_samples)
         params = FeatureParams(self.coef_.T, self.coef_var_.T, self.transition_mean_,
                                self.transition_var_, 1.0, 1.0)
-        noise = draw_normals(data.lengths, 1, V, self.n_predict_samples, seeds,
+        noise = draw_normals(data.lengths, 1, V, self.n_predict_samples, self._seeds(data),
                              n_weights=blocks.n_weights)
-        values = _blocks_ell(get_likelihood(self.likelihood), blocks, data.y_flat,
-                            params, noise, self._feature_jitter(), return_grad=False)
+        return _blocks_ell(get_likelihood(self.likelihood), blocks, data.y_flat,
+                           params, noise, self._feature_jitter(), return_grad=False)
+
+    def _feature_kl(self):
+        """KL term of the fitted weight-space posterior."""
+        sigma2 = float(self.kernel_.variance)
         # the features never active in training are not part of the model
         # (coef_var_ 0 there), as in the fitted objective
         active = self._active_features_
         kl = feature_kl(self.coef_[:, active] / np.sqrt(sigma2),
                         self.coef_var_[:, active] / sigma2)
-        kl += transition_kl(self.transition_mean_, self.transition_var_,
-                            self.transition_prior_var_)
-        return float(np.sum(values) - kl)
+        return kl + transition_kl(self.transition_mean_, self.transition_var_,
+                                  self.transition_prior_var_)
 
 
 __all__ = ["FeatureFormMixin"]

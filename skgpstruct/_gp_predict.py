@@ -159,11 +159,17 @@ class GPPredictMixin:
         :meth:`_sequence_moments`, :func:`~skgpstruct._sequences.sequence_seeds`),
         so chunking changes no number; only one chunk's covariances are
         held at a time."""
-        for start in range(0, data.n_sequences, PREDICT_CHUNK_SEQUENCES):
-            idx = np.arange(start, min(start + PREDICT_CHUNK_SEQUENCES, data.n_sequences))
-            sub = data.subset(idx)
+        for idx, sub in self._chunks(data):
             b, Sigma = self._sequence_moments(sub)
             yield idx, sub, b, Sigma
+
+    @staticmethod
+    def _chunks(data):
+        """``(idx, data.subset(idx))`` for consecutive chunks of at most
+        :data:`PREDICT_CHUNK_SEQUENCES` sequences of ``data``."""
+        for start in range(0, data.n_sequences, PREDICT_CHUNK_SEQUENCES):
+            idx = np.arange(start, min(start + PREDICT_CHUNK_SEQUENCES, data.n_sequences))
+            yield idx, data.subset(idx)
 
     def _sample_marginals(self, b_n, Sigma_n, seed, stats=False):
         """Marginals of one sequence averaged over the posterior draws of
@@ -244,6 +250,10 @@ class GPPredictMixin:
         ``n_predict_samples``, ``likelihood`` is read when this is called:
         after ``set_params(likelihood="crf")``, a model fitted with the
         pseudo-likelihood gives the bound under the exact CRF likelihood.
+        The sequences are taken a chunk of :data:`PREDICT_CHUNK_SEQUENCES`
+        at a time, as in prediction: memory does not grow with their
+        number, and the value is that of one pass over all of them, bit for
+        bit.
 
         Parameters
         ----------
@@ -260,18 +270,27 @@ class GPPredictMixin:
         data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_,
                                            label_encoder=self._encoder())
         if self.approximation_ == "features":
-            return self._feature_elbo(data, self._seeds(data))
-        terms = self._terms(data)
+            ell, kl = self._feature_ell, self._feature_kl()
+        else:
+            ell = self._inducing_ell
+            kl = mixture_kl(self.q_mu_, self.q_sqrt_, self.weights_) + transition_kl(
+                self.transition_mean_, self.transition_var_, self.transition_prior_var_
+            )
+        # one chunk's moments and draws at a time; a sequence's expected
+        # log-likelihood depends on that sequence alone, and the sum runs
+        # over all of them in order, as over one chunk
+        values = np.concatenate([ell(sub) for _, sub in self._chunks(data)])
+        return float(np.sum(values) - kl)
+
+    def _inducing_ell(self, data):
+        """Expected log-likelihood of each sequence of ``data`` under the
+        fitted inducing-point posterior (``n_predict_samples`` draws)."""
         eps, eps_bin = draw_normals(
             data.lengths, self.q_mu_.shape[0], len(self.classes_),
             self.n_predict_samples, self._seeds(data),
         )
-        values = expected_log_likelihood(
-            get_likelihood(self.likelihood), terms, data.y_flat, self._params(),
-            eps, eps_bin, return_grad=False,
+        return expected_log_likelihood(
+            get_likelihood(self.likelihood), self._terms(data), data.y_flat,
+            self._params(), eps, eps_bin, return_grad=False,
         )
-        kl = mixture_kl(self.q_mu_, self.q_sqrt_, self.weights_) + transition_kl(
-            self.transition_mean_, self.transition_var_, self.transition_prior_var_
-        )
-        return float(np.sum(values) - kl)
 

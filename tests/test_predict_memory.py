@@ -1,7 +1,8 @@
 """Prediction memory does not grow with the number of sequences predicted.
 
-GPStructTagger's predictions hold one chunk of sequences' posterior moments
-at a time (``_gp_predict.PREDICT_CHUNK_SEQUENCES``); RandomizedCRFTagger's
+GPStructTagger's predictions and its held-out ``elbo`` hold one chunk of
+sequences' posterior moments at a time
+(``_gp_predict.PREDICT_CHUNK_SEQUENCES``); RandomizedCRFTagger's
 exact marginals run on chunks of sequences, so that the kernel's
 (n_sequences, V, V) pairwise marginals stay bounded
 (``_randomized_crf._PAIRWISE_BYTES``). Both give the numbers of one call, bit
@@ -95,6 +96,44 @@ def test_predict_memory_does_not_grow_with_the_sequences(fitted):
     out, peak = _peak(lambda: fitted.predict_marginals(X))
     assert len(out) == 2000
     assert peak < 100e6, f"predict_marginals peaked at {peak / 1e6:.0f} MB"
+
+
+def _fit_inducing(X, y):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return GPStructTagger(approximation="inducing", n_inducing=10, max_iter=2,
+                              n_samples=4, n_predict_samples=4, random_state=0).fit(X, y)
+
+
+@pytest.mark.parametrize("form", ["features", "inducing"])
+def test_elbo_is_summed_chunk_by_chunk(fitted, form, monkeypatch):
+    X, y = _sparse_sequences(30, 5, 10, 500, seed=3)
+    model = fitted if form == "features" else _fit_inducing(*_sparse_sequences(20, 30, 10,
+                                                                               500, seed=0))
+    whole = model.elbo(X, y)
+    monkeypatch.setattr(_gp_predict, "PREDICT_CHUNK_SEQUENCES", 7)
+    sizes = []
+    ell = "_feature_ell" if form == "features" else "_inducing_ell"
+    original = getattr(type(model), ell)
+
+    def recording(self, data):
+        sizes.append(data.n_sequences)
+        return original(self, data)
+
+    monkeypatch.setattr(type(model), ell, recording)
+    assert model.elbo(X, y) == whole  # the same sum, bit for bit
+    assert sizes == [7, 7, 7, 7, 2]
+
+
+def test_elbo_memory_does_not_grow_with_the_sequences(fitted):
+    # 2000 sequences of 30 tokens, 10 labels: 199 MB at the peak when every
+    # sequence's covariances and draws were built at once; 32 MB by chunks
+    # (30 MB for 500 sequences, 36 MB for 4000)
+    X, y = _sparse_sequences(2000, 30, 10, 500, seed=4)
+    fitted.elbo(X[:2], y[:2])
+    value, peak = _peak(lambda: fitted.elbo(X, y))
+    assert np.isfinite(value)
+    assert peak < 80e6, f"elbo peaked at {peak / 1e6:.0f} MB"
 
 
 # ------------------------------------------------------ RandomizedCRFTagger
