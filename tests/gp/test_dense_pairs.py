@@ -12,12 +12,13 @@ from skgpstruct.gp import _dense_pairs
 from skgpstruct.gp import _elbo_grads
 from skgpstruct.gp._dense_pairs import dense_columns
 from skgpstruct.gp.weight_space import (
-    FeatureParams,
     WeightSpaceObjective,
     _Blocks,
     feature_moments,
 )
 from skgpstruct.likelihoods import CRFLikelihood
+
+from .test_weight_space import _random_x, check_adjoint
 
 
 def _mixed_tokens(lengths, D, n_dense_cols, rng, dense_seqs):
@@ -133,15 +134,8 @@ def test_backward_is_adjoint_of_moments():
     lengths = [3, 3, 2, 3, 1]
     X = _mixed_tokens(lengths, 9, 4, rng, dense_seqs={0, 2, 3})
     blocks = _Blocks(X, np.r_[0, np.cumsum(lengths)])
-    D, V = X.shape[1], 2
-    dm, ds = rng.standard_normal((D, V)), rng.standard_normal((D, V))
-    b, Sig = blocks.moments(dm, ds, 0.0)
-    db = rng.standard_normal(b.shape)
-    Sbar = [rng.standard_normal(S.shape) for S in Sig]  # not symmetric on purpose
-    gm, gs = blocks.backward(db, Sbar, V)
-    lhs = np.sum(gm * dm) + np.sum(gs * ds)
-    rhs = np.sum(db * b) + sum(np.sum(Sb * S) for Sb, S in zip(Sbar, Sig))
-    assert_allclose(lhs, rhs, rtol=1e-12)
+    assert _has_dense(blocks)
+    check_adjoint(blocks, X.shape[1], 2, rng)
 
 
 def test_backward_matches_the_pair_matrix_path(monkeypatch):
@@ -200,15 +194,6 @@ def _dense_objective(n_samples=4):
     y = rng.integers(0, 3, int(lengths.sum()))
     return WeightSpaceObjective(CRFLikelihood(), X, lengths, y, 3, jitter=1e-2,
                                 n_samples=n_samples)
-
-
-def _random_x(layout, seed):
-    rng = np.random.default_rng(seed)
-    D, V = layout.n_features, layout.n_classes
-    return layout.pack(FeatureParams(
-        0.5 * rng.standard_normal((D, V)), np.exp(0.5 * rng.standard_normal((D, V))),
-        0.5 * rng.standard_normal((V, V)), np.exp(0.5 * rng.standard_normal((V, V))),
-        2.0, 0.7))
 
 
 def test_objective_gradient_on_dense_features_matches_finite_differences(

@@ -150,7 +150,12 @@ def test_blocks_backward_is_adjoint_of_moments(monkeypatch):
     lengths = np.array([2, 3, 1, 3, 2, 2])
     D, V = 5, 2
     X = _sparse_tokens(int(lengths.sum()), D, rng, n_dup=2)
-    blocks = _Blocks(X, np.r_[0, np.cumsum(lengths)])
+    check_adjoint(_Blocks(X, np.r_[0, np.cumsum(lengths)]), D, V, rng)
+
+
+def check_adjoint(blocks, D, V, rng):
+    """``<backward(db, Sbar), (dm, ds)> = <db, b(dm)> + <Sbar, Sig(ds)>`` at
+    random ``(dm, ds, db, Sbar)`` (jitter 0)."""
     dm, ds = rng.standard_normal((D, V)), rng.standard_normal((D, V))
     b, Sig = blocks.moments(dm, ds, 0.0)
     db = rng.standard_normal(b.shape)
