@@ -252,26 +252,22 @@ def test_cv_posterior_same_numbers_whatever_n_jobs():
 def test_cv_posterior_holds_one_crf_at_a_time(monkeypatch):
     # each fold's CRFs along the variances are scored as they are fitted:
     # (n_features x n_labels) weights once, not once per (fold, variance)
-    import gc
+    import weakref
 
     from skgpstruct import _posterior_cv
-    from skgpstruct._randomized_crf import RandomizedCRFTagger
 
-    def n_crfs():
-        return sum(isinstance(o, RandomizedCRFTagger) for o in gc.get_objects())
-
+    scored = weakref.WeakSet()  # the CRFs scored so far that are still alive
     live = []
     score = _posterior_cv._posterior_scores
 
-    def counting(*args):
-        live.append(n_crfs() - before)  # those of this call (other tests' kept)
-        return score(*args)
+    def counting(crf, *args):
+        scored.add(crf)
+        live.append(len(scored))
+        return score(crf, *args)
 
     monkeypatch.setattr(_posterior_cv, "_posterior_scores", counting)
     X, y = _model_data(3.0, seed=2, n_sequences=30)
     data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
-    gc.collect()
-    before = n_crfs()
     _posterior_cv.cv_posterior(data, 4, [1.0, 3.0, 10.0], random_state=1)
     assert len(live) == 9  # 3 folds x 3 variances
     assert max(live) == 1
