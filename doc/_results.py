@@ -33,6 +33,12 @@ TITLES = {
     "gpu": "GPU kernels",
     "coupled_additive": "Coupled against mean-field sparse GPs",
     "soak": "Soak test",
+    "blas_limit": "BLAS thread limit",
+    "dense_features": "Dense features: dense columns against pair matrices",
+    "temperature_sweep_chunking_gpstruct":
+        "Validated temperature against the grid: chunking, papers' features",
+    "temperature_sweep_basenp_large_gpstruct":
+        "Validated temperature against the grid: base NP large, papers' features",
 }
 
 _CODE = re.compile(r"`([^`]+)`")
