@@ -80,11 +80,8 @@ def _kernel_rows(repeats, quick):
 
         times, grads = {}, {}
         for label in ("dense", "pair matrix"):
-            if label == "dense":
+            with nullcontext() if label == "dense" else _pair_matrix_only():
                 blocks = _Blocks(X, offsets)
-            else:
-                with _pair_matrix_only():
-                    blocks = _Blocks(X, offsets)
             grads[label] = run(blocks)
             times[label], _ = time_call(lambda: run(blocks), repeats=max(repeats, 5))
         rel = float(np.max(np.abs(grads["dense"] - grads["pair matrix"]))

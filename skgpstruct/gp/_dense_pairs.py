@@ -36,6 +36,11 @@ import scipy.sparse as sp
 __all__ = ["DenseColumns", "dense_columns"]
 
 
+def _entry_rows(X):
+    """The row of each stored entry of the CSR matrix ``X``."""
+    return np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+
+
 def dense_columns(X, T):
     """The columns of each sequence of a bucket that take the dense path.
 
@@ -69,7 +74,7 @@ def dense_columns(X, T):
     X = sp.csr_matrix(X)
     n_g = X.shape[0] // T if T else 0
     # c_d per sequence: stored entries per (sequence, column)
-    seq = np.repeat(np.arange(X.shape[0]) // T, np.diff(X.indptr))
+    seq = _entry_rows(X) // T
     counts = sp.csr_matrix((np.ones(X.nnz), (seq, X.indices)), shape=(n_g, X.shape[1]))
     c2 = counts.data ** 2
     is_dense = (counts.data >= T) & (T >= 2)
@@ -111,7 +116,7 @@ class DenseColumns:
         self.cols = [columns[a] for a in self.positions]
         self.X = [X[a * T:(a + 1) * T][:, cols].toarray()
                   for a, cols in zip(self.positions, self.cols)]
-        row = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+        row = _entry_rows(X)
         n_features = X.shape[1]
         dropped = np.concatenate([a * n_features + cols.astype(np.int64)
                                   for a, cols in zip(self.positions, self.cols)])
