@@ -281,7 +281,7 @@ def _fold_scores(fold, variances, grid, seed):
 
 
 def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3,
-                 random_state=0, n_jobs=None):
+                 random_state=0, n_jobs=None, n_repeats=1):
     """Prior variance and posterior temperature chosen jointly by K-fold
     validation of the posterior's averaged marginals (log loss, then
     calibration error).
@@ -344,6 +344,12 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         every candidate).
     n_jobs : int or None, default=None
         Threads over the folds (the results do not depend on it).
+    n_repeats : int, default=1
+        Shuffled K-fold splits, as in
+        :func:`~skgpstruct._variance_cv.cv_prior_variance` (each held-out
+        token scored once per split, all of them pooled; the standard
+        errors of the log loss and the calibration error stay those of the
+        distinct tokens).
 
     Returns
     -------
@@ -372,7 +378,7 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     variances = np.sort(np.atleast_1d(np.asarray(variances, dtype=np.float64)))
     grid = np.sort(np.asarray(grid, dtype=np.float64))[::-1]
     rng = np.random.default_rng(random_state)
-    folds = list(_folds(data, n_folds, random_state, "temperature"))
+    folds = list(_folds(data, n_folds, random_state, "temperature", n_repeats))
     # common draws for every variance of a fold (one seed a fold, in order)
     seeds = [rng.integers(2 ** 32) for _ in folds]
     # the folds are independent, each seeded by its own seed; single-threaded
@@ -392,10 +398,13 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     losses, conf, correct = (np.stack([np.concatenate([f[k] for f in parts], axis=1)
                                        for parts in scores]) for k in range(3))
     mean = losses.mean(axis=2)
-    se = losses.std(axis=2) / np.sqrt(losses.shape[2])
+    # each distinct held-out token is scored n_repeats times (once a split)
+    n_distinct = losses.shape[2] / n_repeats
+    se = losses.std(axis=2) / np.sqrt(n_distinct)
     ece, ece_se = np.array([[_calibration_error(conf[i, j], correct[i, j])
                              for j in range(grid.size)]
                             for i in range(variances.size)]).transpose(2, 0, 1)
+    ece_se = ece_se * np.sqrt(n_repeats)
     close = _within_one_se(mean, se)
     close &= _within_one_se(np.where(close, ece, np.inf), ece_se)
     # the warmest temperature (grid sorted from 1 down), at it the lowest
@@ -409,7 +418,7 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
 
 
 def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=3,
-                   random_state=0, n_jobs=None):
+                   random_state=0, n_jobs=None, n_repeats=1):
     """Posterior temperature chosen by K-fold validation at one prior
     variance: :func:`cv_posterior` with ``variances=[variance]``.
 
@@ -430,6 +439,8 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
         :func:`~skgpstruct._variance_cv.cv_prior_variance`) and the draws.
     n_jobs : int or None, default=None
         Threads over the folds (the results do not depend on it).
+    n_repeats : int, default=1
+        Shuffled K-fold splits (see :func:`cv_posterior`).
 
     Returns
     -------
@@ -449,6 +460,6 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
     """
     _, temperature, res = cv_posterior(data, n_classes, [variance], grid=grid,
                                        n_folds=n_folds, random_state=random_state,
-                                       n_jobs=n_jobs)
+                                       n_jobs=n_jobs, n_repeats=n_repeats)
     return temperature, {key: (value if key == "temperature" else value[0])
                          for key, value in res.items() if key != "variance"}

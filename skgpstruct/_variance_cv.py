@@ -62,13 +62,16 @@ def _held_out(crf, X, y, n_classes):
     return errors, float(-np.sum(np.log(np.clip(p_true, 1e-12, 1.0))))
 
 
-def _error_band(errors, n_tokens):
+def _error_band(errors, n_tokens, n_repeats=1):
     """Whether each candidate's summed held-out ``errors`` (token counts
     over ``n_tokens`` tokens) is within one binomial standard error (that
-    of the lowest error rate) of the lowest."""
+    of the lowest error rate) of the lowest. With ``n_repeats`` splits the
+    ``n_tokens`` are ``n_repeats`` scorings of each held-out token: the
+    standard error is that of ``n_tokens / n_repeats`` tokens (repeating
+    the split averages out the split's noise, not the tokens')."""
     errors = np.asarray(errors, dtype=np.float64)
     rate = errors.min() / n_tokens
-    se = n_tokens * np.sqrt(rate * (1.0 - rate) / n_tokens)
+    se = n_tokens * np.sqrt(rate * (1.0 - rate) * n_repeats / n_tokens)
     return _within_one_se(errors, np.full(errors.shape, se))
 
 
@@ -79,7 +82,7 @@ def _within_one_se(values, se):
     return values <= values[low] + se[low]
 
 
-def _select(errors, losses, n_tokens, scoring):
+def _select(errors, losses, n_tokens, scoring, n_repeats=1):
     """Index of the chosen candidate from the summed held-out ``errors``
     (token counts) and ``losses`` (negative log marginals) over ``n_tokens``
     tokens (see ``scoring`` of :func:`cv_prior_variance`)."""
@@ -88,7 +91,7 @@ def _select(errors, losses, n_tokens, scoring):
         return min(order, key=lambda j: (losses[j], errors[j]))
     if scoring == "error":
         return min(order, key=lambda j: (errors[j], losses[j]))
-    close = np.flatnonzero(_error_band(errors, n_tokens))
+    close = np.flatnonzero(_error_band(errors, n_tokens, n_repeats))
     return min(close, key=lambda j: (losses[j], errors[j]))
 
 
@@ -96,7 +99,7 @@ class CannotValidate(ValueError):
     """Too few sequences (or labels per fold) to validate the prior variance."""
 
 
-def _folds(data, n_folds, random_state, what):
+def _folds(data, n_folds, random_state, what, n_repeats=1):
     """``(train, test)`` :class:`~skgpstruct._sequences.SequenceData` of
     each fold of a shuffled K-fold split of the sequences whose training
     part has two labels or more and whose test part has a label of the
@@ -104,15 +107,22 @@ def _folds(data, n_folds, random_state, what):
     scored, so such a fold would score nothing), the same folds for the
     same ``random_state``; ``what`` names the parameter
     (``"kernel_variance"``, ``"temperature"``) in the CannotValidate
-    messages."""
+    messages. ``n_repeats > 1``: the folds of that many shuffled splits,
+    the ``r``-th seeded by ``random_state + r`` (the first is the split of
+    ``n_repeats=1``), so that each sequence is held out once per split."""
+    if int(n_repeats) != n_repeats or n_repeats < 1:
+        raise ValueError(f"n_repeats must be a positive integer, got {n_repeats!r}.")
     n = data.n_sequences
     k = min(int(n_folds), n)
     if k < 2:
         raise CannotValidate(f"Choosing {what} by validation needs at least 2 "
                              f"training sequences; give {what} a number.")
     found = False
-    for train, test in KFold(k, shuffle=True, random_state=random_state).split(
-            np.arange(n)):
+    splits = (split for r in range(int(n_repeats))
+              for split in KFold(k, shuffle=True,
+                                 random_state=random_state if r == 0 else random_state + r
+                                 ).split(np.arange(n)))
+    for train, test in splits:
         train, test = data.subset(train), data.subset(test)
         labels = np.unique(train.y_flat)
         if labels.size < 2 or not np.isin(test.y_flat, labels).any():
@@ -126,7 +136,7 @@ def _folds(data, n_folds, random_state, what):
 
 
 def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
-                      random_state=0, n_jobs=None, scoring="error_1se"):
+                      random_state=0, n_jobs=None, scoring="error_1se", n_repeats=1):
     """Prior variance of the weights chosen by K-fold validation of the MAP CRF.
 
     Parameters
@@ -152,11 +162,16 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
         its noise, over a wide range of variances, and the log loss decides
         among them. ``"error"``: the lowest token error (ties: log loss).
         ``"log_loss"``: the lowest log loss (ties: error).
-
-    Returns
-    -------
-    variance : float
-        The chosen prior variance.
+    n_repeats : int, default=1
+        Shuffled K-fold splits (repeated K-fold; ``random_state`` an int,
+        the ``r``-th split seeded by ``random_state + r``): every held-out
+        token is scored once per split, and the scores are summed over all
+        of them. Repeating averages out the noise of the split (which
+        sequences train which fold's CRF), not that of the held-out tokens,
+        so the error band's standard error stays that of ``n`` tokens. It
+        costs ``n_repeats`` times the fits. GPStructTagger validates with
+        one split; ``benchmarks/validation_seeds.py`` measures what more
+        would change.
     results : dict
         ``"variance"``, ``"error"`` (held-out token error rate),
         ``"log_loss"`` (mean held-out negative log marginal) and ``"band"``
@@ -178,7 +193,7 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
                          f"{scoring!r}.")
     grid = np.sort(np.asarray(grid, dtype=np.float64))
     errors, losses, n_tokens = np.zeros(grid.size), np.zeros(grid.size), 0
-    for train, test in _folds(data, n_folds, random_state, "kernel_variance"):
+    for train, test in _folds(data, n_folds, random_state, "kernel_variance", n_repeats):
         (X_tr, y_tr), (X_te, y_te) = _sequences(train), _sequences(test)
         crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True, n_jobs=n_jobs)
         # strongest prior first: each fit starts from the previous optimum
@@ -188,8 +203,8 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
             errors[j] += e
             losses[j] += ll
         n_tokens += test.n_tokens
-    best = _select(errors, losses, n_tokens, scoring)
-    band = (_error_band(errors, n_tokens) if scoring == "error_1se"
+    best = _select(errors, losses, n_tokens, scoring, n_repeats)
+    band = (_error_band(errors, n_tokens, n_repeats) if scoring == "error_1se"
             else np.arange(grid.size) == best)
     results = {"variance": grid, "error": errors / n_tokens, "log_loss": losses / n_tokens,
                "band": band}
