@@ -39,6 +39,12 @@ TITLES = {
         "Validated temperature against the grid: chunking, papers' features",
     "temperature_sweep_basenp_large_gpstruct":
         "Validated temperature against the grid: base NP large, papers' features",
+    "validation_seeds_chunking_gpstruct_r1":
+        "Over the validation's seeds: chunking, papers' features",
+    "validation_seeds_chunking_gpstruct_r3":
+        "Over the validation's seeds, three splits: chunking, papers' features",
+    "validation_seeds_basenp_large_gpstruct_r1":
+        "Over the validation's seeds: base NP large, papers' features",
 }
 
 _CODE = re.compile(r"`([^`]+)`")
