@@ -11,8 +11,8 @@ the manner of sklearn's ``LogisticRegressionCV``, scores the held-out fold
 and returns, among the variances whose held-out token error is within one
 standard error of the lowest, the one with the lowest held-out log loss
 (``scoring="error_1se"``). It costs ``n_folds * len(grid)`` fits of a plain
-CRF, a few seconds on the benchmark folds, much less than one fit of the
-GP.
+CRF (times ``n_repeats``, the shuffled splits of a repeated K-fold), a few
+seconds on the benchmark folds, much less than one fit of the GP.
 
 Why not the ELBO (type-II maximum likelihood)? With a mean-field posterior
 over thousands of correlated binary features the ELBO prefers a strong
