@@ -45,6 +45,8 @@ TITLES = {
         "Over the validation's seeds, three splits: chunking, papers' features",
     "validation_seeds_basenp_large_gpstruct_r1":
         "Over the validation's seeds: base NP large, papers' features",
+    "validation_seeds_basenp_large_gpstruct_r3":
+        "Over the validation's seeds, three splits: base NP large, papers' features",
 }
 
 _CODE = re.compile(r"`([^`]+)`")
