@@ -43,9 +43,8 @@ METRICS = ("error %", "log loss", "ECE %")
 def _with_repeats(n_repeats):
     """Make ``fit``'s two validators use ``n_repeats`` splits."""
     for name in ("cv_prior_variance", "cv_posterior"):
-        func = getattr(_gp_features, name)
-        func = getattr(func, "func", func)
-        setattr(_gp_features, name, functools.partial(func, n_repeats=n_repeats))
+        setattr(_gp_features, name,
+                functools.partial(getattr(_gp_features, name), n_repeats=n_repeats))
 
 
 def run(bunch, folds, seeds):
@@ -87,7 +86,7 @@ def main(argv=None):
     rows.append({"seed offset": "mean over seeds", **dict(zip(METRICS, means.mean(axis=0))),
                  "(sigma^2, T) per fold": ""})
     rows.append({"seed offset": "sd over seeds",
-                 **dict(zip(METRICS, means.std(axis=0, ddof=1) if len(rows) > 2
+                 **dict(zip(METRICS, means.std(axis=0, ddof=1) if len(means) > 1
                             else np.zeros(len(METRICS)))),
                  "(sigma^2, T) per fold": ""})
     write_results(
