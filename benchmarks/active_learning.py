@@ -59,6 +59,11 @@ scored (token error %) on the test sentences; the acquiring model of
 ``crf_entropy`` / ``gp_mi`` is the one fitted there. Ties in a score are
 broken by pool position, so a run is deterministic.
 
+``--cv-repeats R`` makes the GP's own validation inside ``fit`` (the
+choice of ``(sigma^2, T)``) use ``R`` shuffled 3-fold splits (``n_repeats``
+of ``cv_prior_variance`` and ``cv_posterior``), the fits of small labelled
+sets being where that choice is noisiest; 1 (the default) is the package's.
+
 ``--repeats R`` runs every fold ``R`` times, seeded ``fold + 1000 r``
 (``r = 0`` is the fold's own run): other starting sentences, random orders
 and Monte Carlo draws of the fits, so that the means carry less of the noise
@@ -78,7 +83,7 @@ Usage::
         [--step 10] [--budget 100] [--c2 1.0] [--quick]
         [--strategies random crf_entropy gp_mi gp_mi_tokens gp_mi_batch gp_mi_density]
         [--task basenp|ud_upos] [--pool 300] [--models GPStructTagger]
-        [--n-jobs 1] [--repeats 1]
+        [--n-jobs 1] [--repeats 1] [--cv-repeats 1]
 
 ``--quick`` runs fold 0 up to 40 sentences.
 """
@@ -98,6 +103,7 @@ from sklearn.preprocessing import normalize
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import RESULTS_DIR, write_results  # noqa: E402
 from gpstruct_table1 import _fold_data  # noqa: E402
+from validation_seeds import _with_repeats  # noqa: E402
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
 from skgpstruct.datasets import load_benchmark  # noqa: E402
@@ -185,6 +191,7 @@ def run_fold(data, fold, args, seed=None):
     fold when None) draws the starting sentences and the random order and
     seeds the models."""
     seed = fold if seed is None else seed
+    _with_repeats(args.cv_repeats)  # in the worker: a process of its own under n_jobs
     X_pool, y_pool, X_te, y_te = data
     n_pool = len(X_pool)
     rng = np.random.RandomState(seed)
@@ -312,6 +319,9 @@ def main(argv=None):
                         help="folds run in parallel processes")
     parser.add_argument("--repeats", type=int, default=1,
                         help="runs per fold, seeded fold + 1000 r (r = 0: the fold's own)")
+    parser.add_argument("--cv-repeats", type=int, default=1,
+                        help="shuffled splits of the GP's validation inside fit "
+                             "(n_repeats of cv_prior_variance and cv_posterior)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--name", default="active_learning")
     args = parser.parse_args(argv)

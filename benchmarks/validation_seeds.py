@@ -40,11 +40,17 @@ from skgpstruct.datasets import load_benchmark  # noqa: E402
 METRICS = ("error %", "log loss", "ECE %")
 
 
+_VALIDATORS = {name: getattr(_gp_features, name)
+               for name in ("cv_prior_variance", "cv_posterior")}
+
+
 def _with_repeats(n_repeats):
-    """Make ``fit``'s two validators use ``n_repeats`` splits."""
-    for name in ("cv_prior_variance", "cv_posterior"):
-        setattr(_gp_features, name,
-                functools.partial(getattr(_gp_features, name), n_repeats=n_repeats))
+    """Make ``fit``'s two validators use ``n_repeats`` splits (1: the
+    package's own functions). Each call wraps the package's functions, so
+    calling it again (a reused worker process) does not stack wrappers."""
+    for name, validator in _VALIDATORS.items():
+        setattr(_gp_features, name, validator if n_repeats == 1 else
+                functools.partial(validator, n_repeats=n_repeats))
 
 
 def run(bunch, folds, seeds):

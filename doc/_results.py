@@ -25,6 +25,7 @@ TITLES = {
     "active_learning_variants": "Active learning: batch and density-weighted token mutual information",
     "active_learning_ud": "Active learning on UD Hungarian UPOS",
     "active_learning_repeats": "Active learning: three seeds per fold",
+    "active_learning_cvrepeats3": "Active learning: three shuffled splits in the GP's validation",
     "ud_morph": "UD morphological tagging (444 labels)",
     "rdp_scaling": "Randomized DP: epoch time and accuracy against exact DP",
     "rdp_tables": "Randomized DP: estimates of log Z (Fu et al. tables 2-4)",
