@@ -116,19 +116,53 @@ def _mixture_by_enumeration(U, B, w):
     return h_mix, h_mix - w @ h_each
 
 
-@pytest.mark.parametrize("uniform", [True, False])
-def test_mixture_path_entropy_is_unbiased_given_the_components(uniform):
+def _disagreeing_mixture(uniform):
     rng = np.random.default_rng(5)
-    S, T, V, R = 12, 3, 3, 600
+    S, T, V = 12, 3, 3
     U = 1.5 * rng.standard_normal((S, T, V))
     B = rng.standard_normal((V, V))
     w = np.full(S, 1.0 / S) if uniform else rng.dirichlet(np.ones(S))
+    return U, B, w
+
+
+@pytest.mark.parametrize("n_paths", [1, 4])
+@pytest.mark.parametrize("uniform", [True, False])
+def test_mixture_path_entropy_is_unbiased_given_the_components(uniform, n_paths):
+    U, B, w = _disagreeing_mixture(uniform)
+    R = 600
     h_true, mi_true = _mixture_by_enumeration(U, B, w)
-    est = np.array([mixture_path_entropy(U, B, None if uniform else w, random_state=r)
-                    for r in range(R)])
+    est = np.array([mixture_path_entropy(U, B, None if uniform else w, n_paths=n_paths,
+                                         random_state=r) for r in range(R)])
     mean, se = est.mean(axis=0), est.std(axis=0, ddof=1) / np.sqrt(R)
     assert np.all(np.abs(mean - [h_true, mi_true]) <= 4 * se), (mean, h_true, mi_true, se)
     assert mi_true > 10 * se[1]  # the components disagree: a test that can fail
+
+
+def test_mixture_path_entropy_more_paths_divide_the_variance():
+    # given the components every draw is a path's: n_paths rounds are
+    # independent, so the variance of the estimates falls by n_paths
+    U, B, w = _disagreeing_mixture(False)
+    R, m = 600, 4
+    one = np.array([mixture_path_entropy(U, B, w, random_state=r) for r in range(R)])
+    many = np.array([mixture_path_entropy(U, B, w, n_paths=m, random_state=R + r)
+                     for r in range(R)])
+    ratio = m * many.var(axis=0, ddof=1) / one.var(axis=0, ddof=1)
+    # the log of a sample variance of R draws of kurtosis k has sd about
+    # sqrt((k - 1) / R) (2 / R for normal draws); of a ratio of two
+    # independent ones, the root of the sum; 4 sd either way
+    def kurtosis(x):
+        z = x - x.mean(axis=0)
+        return np.mean(z ** 4, axis=0) / np.mean(z ** 2, axis=0) ** 2
+
+    sd = np.sqrt((kurtosis(one) - 1 + kurtosis(many) - 1) / R)
+    assert np.all(np.abs(np.log(ratio)) < 4 * sd), (ratio, sd)
+    assert np.all(4 * sd < np.log(m) / 2)  # a test that can fail: ignoring n_paths would
+    # the first round is n_paths=1's: the same generator, the same paths
+    assert mixture_path_entropy(U, B, w, n_paths=1, random_state=3) == \
+        mixture_path_entropy(U, B, w, random_state=3)
+    for bad in (0, -1, 2.0, True, None):
+        with pytest.raises(ValueError, match="n_paths must be a positive integer"):
+            mixture_path_entropy(U, B, w, n_paths=bad)
 
 
 def test_mixture_path_entropy_of_identical_components_has_no_information(chain_problem):
