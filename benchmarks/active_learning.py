@@ -42,6 +42,15 @@ Three more ways of spending the GP's mutual information, off by default
   the mutual information times the mean cosine similarity of the sentence's
   bag of features to the pool's, so that outliers are not preferred.
 
+* ``gp_mi_power``: stochastic batch acquisition (power BALD, Kirsch,
+  Farquhar, Atighehchian, Jesson, Branchaud-Charron and Gal, TMLR 2023): the
+  batch is drawn without replacement with probabilities proportional to the
+  path mutual information of ``gp_mi`` raised to the power ``beta = 1`` (the
+  paper's default; Gumbel-top-k on its log), seeded by the run's seed and
+  the labelled set's size. Top-k takes the k best scores as if each were
+  the only one picked; drawing them lets a batch hold sentences whose
+  scores are near the top without all being near the same doubt.
+
 (``gp_mi_batch`` and ``gp_mi_density`` spend the summed token mutual
 information, as ``gp_mi_tokens``.)
 
@@ -109,7 +118,7 @@ from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
 from skgpstruct.datasets import load_benchmark  # noqa: E402
 
 STRATEGIES = ("random", "crf_entropy", "gp_mi")
-EXTRA_STRATEGIES = ("gp_mi_tokens", "gp_mi_batch", "gp_mi_density")
+EXTRA_STRATEGIES = ("gp_mi_tokens", "gp_mi_batch", "gp_mi_density", "gp_mi_power")
 MODELS = ("GPStructTagger", "RandomizedCRFTagger")
 
 
@@ -131,8 +140,9 @@ def _pick(scores, pool, k):
     return [pool[i] for i in order[:k]]
 
 
-def _mutual_information(gp, X, per="sequence"):
-    return np.asarray(gp.predict_uncertainty(X, kind="mutual_information", per=per),
+def _mutual_information(gp, X, per="sequence", n_paths=1):
+    kw = {"n_paths": n_paths} if per == "path" else {}
+    return np.asarray(gp.predict_uncertainty(X, kind="mutual_information", per=per, **kw),
                       dtype=np.float64)
 
 
@@ -171,12 +181,30 @@ def _density(X):
     return np.asarray((bags @ bags.T).mean(axis=1)).ravel()
 
 
-def _acquire(strategy, gp, crf, X, pool, k):
+def _n_paths(text):
+    """``--n-paths``: a positive integer or ``auto``."""
+    return text if text == "auto" else int(text)
+
+
+def _pick_power(scores, pool, k, rng, beta=1.0):
+    """``k`` pool positions drawn without replacement with probabilities
+    proportional to ``scores ** beta``: the ``k`` largest of ``beta log
+    score`` plus standard Gumbel noise (zero scores only after every
+    positive one; ties by pool position)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        keys = beta * np.log(scores) + rng.gumbel(size=scores.shape)
+    return _pick(keys, pool, k)
+
+
+def _acquire(strategy, gp, crf, X, pool, k, n_paths=1, rng=None):
     """The ``k`` pool positions a model-based ``strategy`` asks for."""
     if strategy == "crf_entropy":
         return _pick(crf.predict_uncertainty(X, kind="entropy", per="sequence"), pool, k)
     if strategy == "gp_mi":
-        return _pick(_mutual_information(gp, X, per="path"), pool, k)
+        return _pick(_mutual_information(gp, X, per="path", n_paths=n_paths), pool, k)
+    if strategy == "gp_mi_power":
+        return _pick_power(_mutual_information(gp, X, per="path", n_paths=n_paths), pool, k, rng)
     if strategy == "gp_mi_tokens":
         return _pick(_mutual_information(gp, X), pool, k)
     if strategy == "gp_mi_density":
@@ -221,7 +249,9 @@ def run_fold(data, fold, args, seed=None):
             if strategy == "random":
                 new = perm[len(labelled): len(labelled) + k]
             else:
-                new = _acquire(strategy, gp, crf, [X_pool[i] for i in pool], pool, k)
+                new = _acquire(strategy, gp, crf, [X_pool[i] for i in pool], pool, k,
+                               n_paths=args.n_paths,
+                               rng=np.random.default_rng([seed, len(labelled)]))
             labelled = labelled + list(new)
         curves[strategy] = curve
         first = args.models[0]
@@ -322,6 +352,9 @@ def main(argv=None):
     parser.add_argument("--cv-repeats", type=int, default=1,
                         help="shuffled splits of the GP's validation inside fit "
                              "(n_repeats of cv_prior_variance and cv_posterior)")
+    parser.add_argument("--n-paths", type=_n_paths, default=1,
+                        help="paths per posterior draw of gp_mi's path mutual "
+                             "information (predict_uncertainty's n_paths: an integer or auto)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--name", default="active_learning")
     args = parser.parse_args(argv)

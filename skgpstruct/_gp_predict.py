@@ -215,24 +215,26 @@ class GPPredictMixin:
                 out.append(np.maximum(entropy(mean) - mean_entropy, 0.0))
         return out
 
-    def _sample_path_uncertainty(self, b_n, Sigma_n, seed):
+    def _sample_path_uncertainty(self, b_n, Sigma_n, seed, n_paths=1):
         """``(entropy, mutual_information)`` of one sequence's label path
         under the posterior predictive: :func:`~skgpstruct.chain.mixture_path_entropy`
         over the draws of :meth:`_draw_potentials` (those of the marginals),
         each of component ``k``'s ``S`` draws weighted ``weights_[k] / S``;
-        the paths are sampled from a stream of the sequence's seed."""
+        ``n_paths`` paths per draw (or ``"auto"``), sampled from a stream of
+        the sequence's seed."""
         K, T, V = b_n.shape
         F, B, _ = self._draw_potentials(b_n, Sigma_n, seed)
         S = F.shape[2]
         return chain.mixture_path_entropy(
             F[0].reshape(K * S, T, V), B[0].reshape(K * S, V, V),
-            np.repeat(self.weights_ / S, S),
+            np.repeat(self.weights_ / S, S), n_paths=n_paths,
             random_state=np.random.default_rng([int(seed), 1]))
 
-    def _path_uncertainty(self, data, kind):
+    def _path_uncertainty(self, data, kind, n_paths=1):
         """Per-sequence uncertainty of ``kind`` of the whole label path (see
         ``predict_uncertainty``, ``per="path"``)."""
-        pairs = self._per_sequence(data, self._sample_path_uncertainty)
+        pairs = self._per_sequence(data, self._sample_path_uncertainty,
+                                   [n_paths] * data.n_sequences)
         return [h if kind == "entropy" else mi for h, mi in pairs]
 
     def _decode_potentials(self, data):

@@ -304,7 +304,7 @@ class PredictMixin(SingleSequenceMixin):
 
     _UNCERTAINTY_KINDS = ("entropy",)
 
-    def predict_uncertainty(self, X, kind="entropy", *, per="token"):
+    def predict_uncertainty(self, X, kind="entropy", *, per="token", n_paths=1):
         """How unsure the tagger is, per token or per sequence.
 
         - ``"entropy"`` (both taggers): entropy in nats of each token's
@@ -340,6 +340,20 @@ class PredictMixin(SingleSequenceMixin):
             count once), estimated from the same paths (at most ``log
             n_predict_samples`` with one mixture component). Not for
             ``"marginal_std"``.
+        n_paths : int or "auto", default=1
+            GPStructTagger, ``per="path"``: paths sampled per posterior draw
+            (:func:`~skgpstruct.chain.mixture_path_entropy`). More paths
+            lower the Monte Carlo error of the estimates (mostly the paths'
+            where the draws are close: a well-trained model's), at
+            ``n_paths`` times the cost of the path step. ``"auto"`` chooses
+            it per sequence, from two pilot rounds, by a fixed rule: the
+            fewest paths that make the paths' share of the mutual
+            information's Monte Carlo variance no larger than the posterior
+            draws' (which only ``n_predict_samples`` can lower), at most 32
+            (``skgpstruct.chain.paths.AUTO_MAX_PATHS``). A sequence's
+            value still depends on that sequence and ``predict_seed_``
+            alone. The exact path entropy of RandomizedCRFTagger does not
+            sample and ignores it.
 
         Returns
         -------
@@ -353,10 +367,15 @@ class PredictMixin(SingleSequenceMixin):
             )
         if per not in ("token", "sequence", "path"):
             raise ValueError(f"per must be 'token', 'sequence' or 'path', got {per!r}.")
+        if not ((isinstance(n_paths, str) and n_paths == "auto") or (
+                isinstance(n_paths, (int, np.integer)) and not isinstance(n_paths, bool)
+                and n_paths >= 1)):
+            raise ValueError(f"n_paths must be a positive integer or 'auto', got {n_paths!r}.")
         if per != "token" and kind == "marginal_std":
             raise ValueError("kind='marginal_std' is per token (and label) only.")
         if per == "path":
-            return np.asarray(self._path_uncertainty(self._check_X(X), kind), dtype=np.float64)
+            return np.asarray(self._path_uncertainty(self._check_X(X), kind, n_paths),
+                              dtype=np.float64)
         values = self._token_uncertainty(self._check_X(X), kind)
         if per == "sequence":
             return np.array([float(v.sum()) for v in values])
@@ -366,7 +385,7 @@ class PredictMixin(SingleSequenceMixin):
         """Token entropies of the marginals (the kinds every tagger has)."""
         return [entropy(p) for p in self._token_marginals(data)]
 
-    def _path_uncertainty(self, data, kind):
+    def _path_uncertainty(self, data, kind, n_paths=1):
         """Exact entropy of each sequence's path distribution under the
         point potentials (``kind="entropy"``, the one every tagger has)."""
         U, transitions = self._decode_potentials(data)

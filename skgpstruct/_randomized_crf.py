@@ -531,13 +531,13 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         np.put_along_axis(q, beam_states(u, k), 1.0, axis=1)
         return k, q
 
-    def _path_uncertainty(self, data, kind):
+    def _path_uncertainty(self, data, kind, n_paths=1):
         """Exact path entropy of each sequence's chain: the full chain's, or
         with ``beam_size`` that of the chain restricted to the beam (the one
         the marginals and token entropies come from, so that the summed
         token entropies stay an upper bound)."""
         if self.beam_size is None:
-            return super()._path_uncertainty(data, kind)
+            return super()._path_uncertainty(data, kind, n_paths)
         U, spec = self._decode_potentials(data)
         if isinstance(spec, tuple):
             spec = rdp.LowRankTransitions(*spec)

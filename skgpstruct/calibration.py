@@ -401,7 +401,7 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
         return self.estimator_.predict_path_proba(X, y, log=log)
 
     @available_if(_tagger_has("predict_uncertainty"))
-    def predict_uncertainty(self, X, kind="entropy", *, per="token"):
+    def predict_uncertainty(self, X, kind="entropy", *, per="token", n_paths=1):
         """Uncertainty of the scaled tagger (see the tagger's
         ``predict_uncertainty``).
 
@@ -413,13 +413,16 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
             A kind the tagger offers.
         per : {"token", "sequence", "path"}, default="token"
             Per token, summed per sequence, or of the whole path.
+        n_paths : int or "auto", default=1
+            Paths per posterior draw of a sampled path estimate (see the
+            tagger's ``predict_uncertainty``).
 
         Returns
         -------
         uncertainty : list of ndarray or ndarray of shape (n_sequences,)
         """
         self._check_fitted()
-        return self.estimator_.predict_uncertainty(X, kind, per=per)
+        return self.estimator_.predict_uncertainty(X, kind, per=per, n_paths=n_paths)
 
     def score(self, X, y):
         """Token accuracy of ``predict(X)`` against ``y``.

@@ -133,3 +133,41 @@ def test_path_mutual_information(data):
     small.jitter = 1e-30
     assert_allclose(small.predict_uncertainty(X_te, "mutual_information", per="path"),
                     0.0, atol=1e-10)
+
+
+def test_path_estimates_take_n_paths(data, monkeypatch):
+    X_tr, y_tr, X_te, _ = data
+    gp = _gp(X_tr[:4], y_tr[:4])
+    crf = RandomizedCRFTagger(c2=0.1).fit(X_tr, y_tr)
+    default = gp.predict_uncertainty(X_te, "mutual_information", per="path")
+    assert_array_equal(default, gp.predict_uncertainty(X_te, "mutual_information",
+                                                       per="path", n_paths=1))
+    for n_paths in (3, "auto"):
+        mi = gp.predict_uncertainty(X_te, "mutual_information", per="path", n_paths=n_paths)
+        assert np.all(mi >= 0) and np.all(mi <= np.log(gp.n_predict_samples))
+        assert not np.array_equal(mi, default)  # other paths: other estimates
+        # a sequence's value whatever else is in the batch
+        again = gp.predict_uncertainty(X_te[::-1], "mutual_information", per="path",
+                                       n_paths=n_paths)[::-1]
+        assert_array_equal(mi, again)
+    # the exact entropy of the CRF samples nothing: n_paths changes nothing
+    assert_array_equal(crf.predict_uncertainty(X_te, per="path", n_paths=5),
+                       crf.predict_uncertainty(X_te, per="path"))
+    # it reaches the estimator of every sequence
+    from skgpstruct import _gp_predict
+
+    seen = []
+    real = _gp_predict.chain.mixture_path_entropy
+
+    def spy(*args, **kw):
+        seen.append(kw["n_paths"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(_gp_predict.chain, "mixture_path_entropy", spy)
+    gp.predict_uncertainty(X_te[:3], "entropy", per="path", n_paths=7)
+    assert seen == [7, 7, 7]
+    monkeypatch.undo()
+    for est in (gp, crf):
+        for bad in (0, -2, 1.5, True, None, "Auto"):
+            with pytest.raises(ValueError, match="n_paths must be a positive integer or 'auto'"):
+                est.predict_uncertainty(X_te, per="path", n_paths=bad)

@@ -186,6 +186,37 @@ def _score_paths(U, B, start, end, log_z, paths):
         return np.where(np.isneginf(out), -np.inf, out - log_z[:, None])
 
 
+#: The most rounds of paths ``mixture_path_entropy(n_paths="auto")`` draws.
+AUTO_MAX_PATHS = 32
+
+
+def _auto_rounds(w, d0, d1):
+    """Rounds of paths for ``n_paths="auto"`` from two pilot rounds' gaps
+    ``d_r[s] = log p(y_rs | s) - log p(y_rs)`` (weights ``w``).
+
+    The mutual-information estimate ``sum_s w_s d_s`` (averaged over ``m``
+    rounds) has variance ``sum_s w_s^2 (sigma_b^2 + sigma_w^2 / m)`` where
+    ``sigma_w^2`` is the variance of a gap over the paths of one component
+    and ``sigma_b^2`` that of its mean over the components: the first part
+    is the error of having only these components (posterior draws), which
+    more paths cannot remove; the second is the paths'. The rule takes the
+    fewest rounds that make the paths' part no larger than the components'
+    one, ``m = ceil(sigma_w^2 / sigma_b^2)``, between 1 and
+    :data:`AUTO_MAX_PATHS`. Both variances are estimated from the pilot,
+    weighted by ``w``: ``sigma_w^2`` from the pairs' halved squared
+    differences, ``sigma_b^2`` from the spread of the pairs' means less
+    ``sigma_w^2 / 2``."""
+    w = w / w.sum()
+    within = float(np.sum(w * (d0 - d1) ** 2) / 2)
+    mean = (d0 + d1) / 2
+    between = float(np.sum(w * (mean - np.sum(w * mean)) ** 2)) - within / 2
+    if within <= 0:
+        return 1
+    if between <= within / AUTO_MAX_PATHS:
+        return AUTO_MAX_PATHS
+    return int(min(AUTO_MAX_PATHS, max(1, np.ceil(within / between))))
+
+
 def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
     """Entropy of a mixture of chains over whole label sequences, and its
     mutual information with the mixture component, by sampling paths.
@@ -225,8 +256,16 @@ def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
         Transition potentials (shared or per component).
     weights : array-like of shape (n_samples,), default=None
         Mixture weights (non-negative, normalised here); None: uniform.
-    n_paths : int, default=1
+    n_paths : int or "auto", default=1
         Paths drawn from each component (rounds of one per component).
+        ``"auto"``: two pilot rounds measure how much of the mutual
+        information's Monte Carlo variance is the paths' (the spread of a
+        component's ``log p(y | U_s, B_s) - log p(y)`` over its paths) and
+        how much the components' (the spread of its mean over them); then
+        the fewest rounds that make the paths' part no larger than the
+        components' are drawn afresh, between 1 and ``AUTO_MAX_PATHS``
+        (32). The pilot's paths are not in the estimate (kept, they would
+        make it depend on the rule's choice).
     random_state : int, RandomState or Generator instance or None, default=None
         Source of the sampled paths (one stream: the first round's paths are
         those of ``n_paths=1``).
@@ -259,8 +298,10 @@ def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
             or np.any(weights < 0) or not weights.sum() > 0):
         raise ValueError(f"weights must be {S} finite non-negative numbers, not all 0.")
     weights = weights / weights.sum()
-    if isinstance(n_paths, bool) or not isinstance(n_paths, (int, np.integer)) or n_paths < 1:
-        raise ValueError(f"n_paths must be a positive integer, got {n_paths!r}.")
+    auto = isinstance(n_paths, str) and n_paths == "auto"
+    if not auto and (isinstance(n_paths, bool) or not isinstance(n_paths, (int, np.integer))
+                     or n_paths < 1):
+        raise ValueError(f"n_paths must be a positive integer or 'auto', got {n_paths!r}.")
     U, given, (B3, start, end), _ = _batched(U, B, None, None)
     fwd = _forward(U, given)
     log_z = np.asarray(log_partition(U, *given), dtype=np.float64).reshape(U.shape[0])
@@ -269,13 +310,20 @@ def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
         log_w = np.log(weights)
     keep = weights > 0
     w = weights[keep]
-    entropy = mutual_information = 0.0
-    for _ in range(int(n_paths)):
+    rounds = int(n_paths) if not auto else None
+    entropy, mutual_information, gaps = [], [], []
+    while rounds is None or len(entropy) < rounds:
         paths = _backward_sample(fwd, B3, rng)
         log_p = _score_paths(U, B3, start, end, log_z, paths)  # [component, path]
         log_mix = logsumexp(log_p + log_w[:, None], axis=0)  # log p(y_s)
-        entropy += float(-np.sum(w * log_mix[keep]))
-        own = np.diagonal(log_p)[keep]
-        mutual_information += float(np.sum(w * (own - log_mix[keep])))
-    entropy, mutual_information = entropy / n_paths, mutual_information / n_paths
+        gap = np.diagonal(log_p)[keep] - log_mix[keep]
+        if rounds is None:  # "auto": a pilot round, only to choose the rounds
+            gaps.append(gap)
+            if len(gaps) == 2:
+                rounds = _auto_rounds(w, *gaps)
+            continue
+        entropy.append(float(-np.sum(w * log_mix[keep])))
+        mutual_information.append(float(np.sum(w * gap)))
+    n = len(entropy)
+    entropy, mutual_information = sum(entropy) / n, sum(mutual_information) / n
     return max(0.0, entropy), max(0.0, mutual_information)  # never -0.0

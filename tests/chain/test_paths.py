@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
+from skgpstruct.chain.paths import AUTO_MAX_PATHS, _auto_rounds
 from skgpstruct.chain import (log_likelihood, mixture_path_entropy, path_entropy,
                               paths_log_likelihood, sample_paths)
 from skgpstruct.chain import _reference as ref
@@ -125,7 +126,7 @@ def _disagreeing_mixture(uniform):
     return U, B, w
 
 
-@pytest.mark.parametrize("n_paths", [1, 4])
+@pytest.mark.parametrize("n_paths", [1, 4, "auto"])
 @pytest.mark.parametrize("uniform", [True, False])
 def test_mixture_path_entropy_is_unbiased_given_the_components(uniform, n_paths):
     U, B, w = _disagreeing_mixture(uniform)
@@ -163,6 +164,52 @@ def test_mixture_path_entropy_more_paths_divide_the_variance():
     for bad in (0, -1, 2.0, True, None):
         with pytest.raises(ValueError, match="n_paths must be a positive integer"):
             mixture_path_entropy(U, B, w, n_paths=bad)
+    with pytest.raises(ValueError, match="or 'auto'"):
+        mixture_path_entropy(U, B, w, n_paths="Auto")
+
+
+def test_auto_rounds_balances_the_paths_error_against_the_components():
+    # gaps d_r = a + (-1)^r e: the pairs' halved squared difference is 2 e^2
+    # (sigma_w^2), the pairs' means are a, whose spread 1 less sigma_w^2 / 2
+    # is sigma_b^2; the rule is ceil(sigma_w^2 / sigma_b^2) within [1, 32]
+    a, w = np.array([0.0, 0.0, 2.0, 2.0]), np.full(4, 0.25)
+    for e, want in ((0.0, 1),             # no path noise: one round
+                    (0.5, 1),             # 0.5 / 0.75
+                    (0.9, 9),             # 1.62 / 0.19 = 8.5
+                    (0.99, AUTO_MAX_PATHS),  # 1.96 / 0.0199 = 98.5: capped
+                    (1.5, AUTO_MAX_PATHS)):  # sigma_b^2 estimated below 0
+        assert _auto_rounds(w, a + e, a - e) == want, e
+    # the weights weigh the components: all weight on two equal means
+    w2 = np.array([0.5, 0.5, 0.0, 0.0])
+    assert _auto_rounds(w2, a + 0.5, a - 0.5) == AUTO_MAX_PATHS
+    assert _auto_rounds(w * 7, a + 0.9, a - 0.9) == 9  # scale-free in the weights
+
+
+def test_mixture_path_entropy_auto_draws_the_rounds_its_rule_asks_for(monkeypatch):
+    from skgpstruct.chain import paths as paths_module
+
+    U, B, w = _disagreeing_mixture(True)
+    for m in (1, 5):
+        calls = []
+        real = paths_module._backward_sample
+
+        def counted(*args):
+            calls.append(1)
+            return real(*args)
+
+        monkeypatch.setattr(paths_module, "_auto_rounds", lambda *a, m=m: m)
+        monkeypatch.setattr(paths_module, "_backward_sample", counted)
+        got = mixture_path_entropy(U, B, n_paths="auto", random_state=7)
+        assert len(calls) == 2 + m  # two pilot rounds, then m
+        monkeypatch.setattr(paths_module, "_backward_sample", real)
+        # the pilot's paths are not in the estimate: it is that of the m
+        # rounds after them in the stream
+        rng = np.random.RandomState(7)  # what random_state=7 means
+        fwd = paths_module._forward(*paths_module._batched(U, B, None, None)[:2])
+        B3 = paths_module._batched(U, B, None, None)[2][0]
+        for _ in range(2):
+            paths_module._backward_sample(fwd, B3, rng)
+        assert got == mixture_path_entropy(U, B, n_paths=m, random_state=rng)
 
 
 def test_mixture_path_entropy_of_identical_components_has_no_information(chain_problem):
