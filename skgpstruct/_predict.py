@@ -20,6 +20,7 @@ from ._decoders import _dense, decode
 from ._sequences import SequenceData
 from .chain import log_likelihood, path_entropy
 from .chain.backend import get_backend
+from .chain.paths import check_n_paths
 from .metrics import flat_accuracy_score
 
 __all__ = ["PredictMixin", "SingleSequenceMixin", "check_marginals_output", "entropy",
@@ -367,10 +368,7 @@ class PredictMixin(SingleSequenceMixin):
             )
         if per not in ("token", "sequence", "path"):
             raise ValueError(f"per must be 'token', 'sequence' or 'path', got {per!r}.")
-        if not ((isinstance(n_paths, str) and n_paths == "auto") or (
-                isinstance(n_paths, (int, np.integer)) and not isinstance(n_paths, bool)
-                and n_paths >= 1)):
-            raise ValueError(f"n_paths must be a positive integer or 'auto', got {n_paths!r}.")
+        check_n_paths(n_paths)
         if per != "token" and kind == "marginal_std":
             raise ValueError("kind='marginal_std' is per token (and label) only.")
         if per == "path":

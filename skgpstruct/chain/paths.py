@@ -186,6 +186,17 @@ def _score_paths(U, B, start, end, log_z, paths):
         return np.where(np.isneginf(out), -np.inf, out - log_z[:, None])
 
 
+def check_n_paths(n_paths):
+    """``n_paths`` of :func:`mixture_path_entropy` if it is a positive
+    integer or ``"auto"``; a ValueError otherwise."""
+    if isinstance(n_paths, str) and n_paths == "auto":
+        return n_paths
+    if (isinstance(n_paths, bool) or not isinstance(n_paths, (int, np.integer))
+            or n_paths < 1):
+        raise ValueError(f"n_paths must be a positive integer or 'auto', got {n_paths!r}.")
+    return n_paths
+
+
 #: The most rounds of paths ``mixture_path_entropy(n_paths="auto")`` draws.
 AUTO_MAX_PATHS = 32
 
@@ -298,10 +309,7 @@ def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
             or np.any(weights < 0) or not weights.sum() > 0):
         raise ValueError(f"weights must be {S} finite non-negative numbers, not all 0.")
     weights = weights / weights.sum()
-    auto = isinstance(n_paths, str) and n_paths == "auto"
-    if not auto and (isinstance(n_paths, bool) or not isinstance(n_paths, (int, np.integer))
-                     or n_paths < 1):
-        raise ValueError(f"n_paths must be a positive integer or 'auto', got {n_paths!r}.")
+    auto = check_n_paths(n_paths) == "auto"
     U, given, (B3, start, end), _ = _batched(U, B, None, None)
     fwd = _forward(U, given)
     log_z = np.asarray(log_partition(U, *given), dtype=np.float64).reshape(U.shape[0])
