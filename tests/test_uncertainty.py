@@ -171,3 +171,16 @@ def test_path_estimates_take_n_paths(data, monkeypatch):
         for bad in (0, -2, 1.5, True, None, "Auto"):
             with pytest.raises(ValueError, match="n_paths must be a positive integer or 'auto'"):
                 est.predict_uncertainty(X_te, per="path", n_paths=bad)
+
+
+def test_path_estimates_of_one_token_sequences_are_the_token_ones(data):
+    # one token, 3 labels: fewer paths than posterior draws, so the path
+    # entropy and mutual information are computed exactly given the draws,
+    # the token ones of the same draws (predict_marginals')
+    X_tr, y_tr, X_te, _ = data
+    gp = _gp(X_tr[:6], y_tr[:6])
+    one = [x[:1] for x in X_te]
+    for kind in ("entropy", "mutual_information"):
+        assert_allclose(gp.predict_uncertainty(one, kind, per="path"),
+                        gp.predict_uncertainty(one, kind, per="sequence"), rtol=1e-9, atol=1e-12)
+    assert np.all(gp.predict_uncertainty(one, per="path") <= np.log(3))

@@ -228,6 +228,20 @@ def _auto_rounds(w, d0, d1):
     return int(min(AUTO_MAX_PATHS, max(1, np.ceil(within / between))))
 
 
+def _enumerated_mixture_entropy(U, B, start, end, log_z, log_w, keep, w):
+    """:func:`mixture_path_entropy`'s two values, exact given the components:
+    every one of the ``V^T`` label paths scored under every component."""
+    S, T, V = U.shape
+    every = np.indices((V,) * T).reshape(T, -1).T  # (V^T, T)
+    log_p = _score_paths(U, B, start, end, log_z, every)  # [component, path]
+    log_mix = logsumexp(log_p + log_w[:, None], axis=0)
+    mix, p = np.exp(log_mix), np.exp(log_p[keep])
+    entropy = float(-np.sum(mix * np.where(mix > 0, log_mix, 0.0)))
+    each = -np.sum(p * np.where(p > 0, log_p[keep], 0.0), axis=1)
+    mutual_information = entropy - float(np.sum(w * each))
+    return max(0.0, entropy), max(0.0, mutual_information)  # rounding; never -0.0
+
+
 def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
     """Entropy of a mixture of chains over whole label sequences, and its
     mutual information with the mixture component, by sampling paths.
@@ -245,7 +259,12 @@ def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
       of the second term is each component's exact :func:`path_entropy`).
 
     Both sums are unbiased given the components, since a path drawn from a
-    component picked with probability ``w_s`` is a draw from ``p``. The
+    component picked with probability ``w_s`` is a draw from ``p``. A chain
+    with no more label paths (``n_labels ** n_steps``) than the rounds
+    would sample in all (``n_samples * n_paths``; ``3 n_samples`` with
+    ``"auto"``, its fewest) has both computed exactly given the components
+    instead, every path scored under every component at no more cost: no
+    Monte Carlo error, nothing clipped but rounding, and no paths drawn. The
     mutual information's sum can come out negative; it is returned clipped
     at 0, which biases the returned value upward where the mutual
     information is small beside the sum's Monte Carlo error (with two
@@ -318,6 +337,9 @@ def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
         log_w = np.log(weights)
     keep = weights > 0
     w = weights[keep]
+    S, T, V = U.shape
+    if V ** T <= S * (3 if auto else int(n_paths)):  # exact at no more cost
+        return _enumerated_mixture_entropy(U, B3, start, end, log_z, log_w, keep, w)
     rounds = int(n_paths) if not auto else None
     entropy, mutual_information, gaps = [], [], []
     while rounds is None or len(entropy) < rounds:

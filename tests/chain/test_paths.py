@@ -119,7 +119,7 @@ def _mixture_by_enumeration(U, B, w):
 
 def _disagreeing_mixture(uniform):
     rng = np.random.default_rng(5)
-    S, T, V = 12, 3, 3
+    S, T, V = 12, 4, 3  # 81 paths: more than 4 rounds' 48, sampled at n_paths <= 4
     U = 1.5 * rng.standard_normal((S, T, V))
     B = rng.standard_normal((V, V))
     w = np.full(S, 1.0 / S) if uniform else rng.dirichlet(np.ones(S))
@@ -228,3 +228,35 @@ def test_mixture_path_entropy_of_identical_components_has_no_information(chain_p
     assert np.copysign(1.0, mixture_path_entropy(U, kw["B"], random_state=0)[1]) == 1.0
     with pytest.raises(ValueError, match="U must have shape"):
         mixture_path_entropy(kw["U"], kw["B"])
+
+
+@pytest.mark.parametrize("n_paths", [1, "auto"])
+def test_mixture_path_entropy_is_exact_on_a_small_path_space(n_paths):
+    # 9 paths, no more than the 12 (or 36) the rounds would sample: every
+    # path is scored, as enumeration, whatever the random state
+    rng = np.random.default_rng(2)
+    S, T, V = 12, 2, 3
+    U = 1.5 * rng.standard_normal((S, T, V))
+    B = rng.standard_normal((V, V))
+    w = rng.dirichlet(np.ones(S))
+    w[3] = 0.0  # a component left out
+    w /= w.sum()
+    h_true, mi_true = _mixture_by_enumeration(U, B, w)
+    for r in range(3):
+        got = mixture_path_entropy(U, B, w, n_paths=n_paths, random_state=r)
+        assert_allclose(got, (h_true, mi_true), rtol=1e-12, atol=1e-14)
+    # a forbidden transition: its paths have probability 0 everywhere
+    B2 = B.copy()
+    B2[0, 1] = -np.inf
+    log_p = np.array([_brute_log_probs({"U": u, "B": B2}, T, V) for u in U])
+    p = np.exp(log_p)
+    mix = w @ p
+    h = -np.sum(mix[mix > 0] * np.log(mix[mix > 0]))
+    each = np.array([-np.sum(q[q > 0] * np.log(q[q > 0])) for q in p])
+    assert_allclose(mixture_path_entropy(U, B2, w, n_paths=n_paths), (h, h - w @ each),
+                    rtol=1e-12)
+    # one more step: 27 paths, more than 12 (n_paths=1) or as many as 36
+    # ("auto"): sampled at n_paths=1, exact with "auto"
+    U3 = rng.standard_normal((S, 3, V))
+    a, b = (mixture_path_entropy(U3, B, w, n_paths=n_paths, random_state=r) for r in (0, 1))
+    assert (a == b) == (n_paths == "auto")
