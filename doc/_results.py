@@ -27,6 +27,7 @@ TITLES = {
     "active_learning_repeats": "Active learning: three seeds per fold",
     "active_learning_cvrepeats3": "Active learning: three shuffled splits in the GP's validation",
     "active_learning_autopaths": "Active learning: path mutual information with more paths per draw",
+    "active_learning_power": "Active learning: stochastic batches of the path mutual information",
     "ud_morph": "UD morphological tagging (444 labels)",
     "rdp_scaling": "Randomized DP: epoch time and accuracy against exact DP",
     "rdp_tables": "Randomized DP: estimates of log Z (Fu et al. tables 2-4)",
