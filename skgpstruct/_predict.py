@@ -336,8 +336,9 @@ class PredictMixin(SingleSequenceMixin):
             of the distribution over label sequences (exact for
             RandomizedCRFTagger; for GPStructTagger estimated from one path
             sampled per posterior draw, or ``n_paths``, or exact given the
-            draws where the sequence has no more label paths than that), ``"mutual_information"`` the mutual
-            information between the label sequence and the posterior (the
+            draws where the sequence has no more label paths than that),
+            ``"mutual_information"`` the mutual information between the
+            label sequence and the posterior (the
             BALD score of the sequence; tokens whose doubts go together
             count once), estimated from the same paths (at most ``log
             n_predict_samples`` with one mixture component). Not for
