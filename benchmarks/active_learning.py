@@ -141,8 +141,8 @@ def _pick(scores, pool, k):
 
 
 def _mutual_information(gp, X, per="sequence", n_paths=1):
-    kw = {"n_paths": n_paths} if per == "path" else {}
-    return np.asarray(gp.predict_uncertainty(X, kind="mutual_information", per=per, **kw),
+    return np.asarray(gp.predict_uncertainty(X, kind="mutual_information", per=per,
+                                             n_paths=n_paths),
                       dtype=np.float64)
 
 

@@ -225,7 +225,7 @@ def _auto_rounds(w, d0, d1):
         return 1
     if between <= within / AUTO_MAX_PATHS:
         return AUTO_MAX_PATHS
-    return int(min(AUTO_MAX_PATHS, max(1, np.ceil(within / between))))
+    return max(1, int(np.ceil(within / between)))  # below the cap: between > within / cap
 
 
 def _enumerated_mixture_entropy(U, B, start, end, log_z, log_w, keep, w):
