@@ -118,7 +118,8 @@ from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
 from skgpstruct.datasets import load_benchmark  # noqa: E402
 
 STRATEGIES = ("random", "crf_entropy", "gp_mi")
-EXTRA_STRATEGIES = ("gp_mi_tokens", "gp_mi_batch", "gp_mi_density", "gp_mi_power")
+EXTRA_STRATEGIES = ("gp_mi_tokens", "gp_mi_batch", "gp_mi_density", "gp_mi_power",
+                    "gp_mi_prior", "gp_epig")
 MODELS = ("GPStructTagger", "RandomizedCRFTagger")
 
 
@@ -174,6 +175,17 @@ def _pick_batch_mi(gp, X, pool, k):
     return [pool[i] for i in picked]
 
 
+def _with_prior_for_unseen(gp):
+    """A shallow copy of a weight-space ``gp`` whose weights of the features
+    never active in its training set have their prior variance (the cold
+    posterior's, ``temperature_ * sigma^2``, the units of ``coef_var_``)
+    instead of none: the exact posterior of a weight its likelihood never
+    touched is its prior."""
+    g = copy.copy(gp)
+    g.coef_var_ = gp._weight_variances()  # those of predict_information_gain
+    return g
+
+
 def _density(X):
     """Mean cosine similarity of each sentence's bag of features to those of
     all of ``X`` (information density, Settles and Craven 2008)."""
@@ -203,6 +215,11 @@ def _acquire(strategy, gp, crf, X, pool, k, n_paths=1, rng=None):
         return _pick(crf.predict_uncertainty(X, kind="entropy", per="sequence"), pool, k)
     if strategy == "gp_mi":
         return _pick(_mutual_information(gp, X, per="path", n_paths=n_paths), pool, k)
+    if strategy == "gp_mi_prior":
+        return _pick(_mutual_information(_with_prior_for_unseen(gp), X, per="path",
+                                         n_paths=n_paths), pool, k)
+    if strategy == "gp_epig":
+        return _pick(gp.predict_information_gain(X), pool, k)
     if strategy == "gp_mi_power":
         return _pick_power(_mutual_information(gp, X, per="path", n_paths=n_paths), pool, k, rng)
     if strategy == "gp_mi_tokens":

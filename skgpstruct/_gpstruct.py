@@ -25,6 +25,7 @@ from ._base import (
 )
 from ._gp_features import FeatureFormMixin
 from ._gp_inducing import InducingFormMixin
+from ._gp_information import InformationGainMixin
 from ._gp_predict import GPPredictMixin
 from ._memory import check_fit_memory
 from .likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
@@ -41,8 +42,8 @@ _FEATURES_ONLY = ("coef_", "coef_var_", "temperature_cv_results_", "_active_feat
 _INDUCING_ONLY = ("q_mu_", "q_sqrt_", "inducing_points_", "_Lzz")
 
 
-class GPStructTagger(FeatureFormMixin, InducingFormMixin, GPPredictMixin,
-                     SequenceTaggerMixin, BaseEstimator):
+class GPStructTagger(FeatureFormMixin, InducingFormMixin, InformationGainMixin,
+                     GPPredictMixin, SequenceTaggerMixin, BaseEstimator):
     """Linear-chain CRF whose potentials are Gaussian processes (GPstruct).
 
     One GP per label over the token features gives the unary potentials; the

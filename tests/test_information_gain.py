@@ -1,0 +1,142 @@
+"""GPStructTagger.predict_information_gain: the joint posterior draws and the
+expected predictive information gain of label sequences."""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose, assert_array_equal
+
+from skgpstruct import GPStructTagger
+from skgpstruct._memory import MemoryBudgetError
+from skgpstruct.datasets import make_chain_data
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_chain_data(n_sequences=60, n_classes=3, n_features=6, random_state=3)
+    return X[:40], y[:40], X[40:], y[40:]
+
+
+def _gp(X, y, **kw):
+    kw.setdefault("n_predict_samples", 64)
+    return GPStructTagger(random_state=0, kernel_variance=3.0, **kw).fit(X, y)
+
+
+def test_values_are_reproducible_and_independent_of_the_batch(data):
+    X_tr, y_tr, X_te, _ = data
+    gp = _gp(X_tr[:10], y_tr[:10])
+    ig = gp.predict_information_gain(X_te)
+    assert ig.shape == (len(X_te),) and np.all(ig >= 0) and ig.max() > 0
+    assert_array_equal(ig, gp.predict_information_gain(X_te))
+    assert_array_equal(ig, gp.predict_information_gain(X_te, X_target=X_te))
+    # with the target fixed a sequence's value is its own, whatever the batch
+    part = gp.predict_information_gain(X_te[::-1][:7], X_target=X_te)
+    assert_array_equal(part, ig[::-1][:7])
+    dense = gp.predict_information_gain([np.asarray(x) for x in X_te])
+    assert_array_equal(dense, ig)
+    assert_array_equal(gp.set_params(n_jobs=2).predict_information_gain(X_te), ig)
+
+
+def test_joint_draws_have_the_posterior_moments(data):
+    X_tr, y_tr, X_te, _ = data
+    gp = _gp(X_tr[:10], y_tr[:10], n_predict_samples=4000)
+    seen = np.zeros(gp.n_features_in_, dtype=bool)
+    seen[gp._active_features_[gp._active_features_ < gp.n_features_in_]] = True
+    X_new = [x.copy() for x in X_te[:3]]
+    X_new[0][:, ~seen] = 0.0  # only features seen in training
+    data_new = gp._check_X(X_new)
+    F = gp._joint_unary_draws(data_new)  # (S, tokens, V)
+    X_d = gp._feature_design(data_new.X_flat).toarray()
+    var = gp.coef_var_.copy()
+    var[:, :gp.n_features_in_][:, ~seen] = gp.temperature_ * gp.kernel_.variance
+    mean = X_d @ gp.coef_.T
+    cov_tok = np.einsum("nd,vd,md->vnm", X_d, var, X_d)  # (V, tokens, tokens)
+    cov_tok += gp._feature_jitter() * np.eye(X_d.shape[0])[None]
+    S = F.shape[0]
+    sd = np.sqrt(np.einsum("vnn->nv", cov_tok))
+    assert np.all(np.abs(F.mean(axis=0) - mean) < 4.5 * sd / np.sqrt(S))
+    # the first sequence (seen features only) has the tagger's own moments
+    b, Sigma = gp._sequence_moments(data_new.subset([0]))
+    T0 = X_new[0].shape[0]
+    assert_allclose(mean[:T0], b[0], rtol=1e-10, atol=1e-12)
+    assert_allclose(cov_tok[:, :T0, :T0], Sigma[0][0], rtol=1e-10, atol=1e-12)
+    # covariances across tokens of different sequences, within sampling error
+    emp = np.einsum("snv,smv->vnm", F - mean, F - mean) / S
+    tol = 5 * np.sqrt((cov_tok ** 2 + np.einsum("vn,vm->vnm", sd.T ** 2, sd.T ** 2)) / S)
+    assert np.all(np.abs(emp - cov_tok) < tol)
+    a, b1 = data_new.offsets[1], data_new.offsets[2]
+    assert np.abs(cov_tok[:, :a, a:b1]).max() > 10 * tol[:, :a, a:b1].max() / 5  # correlated
+
+
+def test_information_gain_shrinks_with_more_training_data(data):
+    X_tr, y_tr, X_te, _ = data
+    small = _gp(X_tr[:4], y_tr[:4]).predict_information_gain(X_te)
+    large = _gp(X_tr, y_tr).predict_information_gain(X_te)
+    assert small.mean() > 2 * large.mean()
+
+
+def test_only_shared_features_and_transitions_inform_the_target():
+    rs = np.random.RandomState(0)
+    V, D, T = 2, 4, 5
+
+    def seqs(cols, n):
+        out = []
+        for _ in range(n):
+            x = np.zeros((T, D))
+            x[np.arange(T), rs.choice(cols, size=T)] = 1.0
+            out.append(x)
+        return out
+
+    X = seqs([0, 1, 2, 3], 20)
+    y = [rs.randint(V, size=T) for _ in X]
+    gp = _gp(X, y, n_predict_samples=256)
+    target = seqs([0], 5)  # the targets have feature 0 only
+    shared, other = seqs([0], 1), seqs([3], 1)
+    ig = gp.predict_information_gain(shared + other, X_target=target)
+    assert ig[0] > 5 * ig[1]
+    # no transition spread either: a sequence without feature 0 tells nothing,
+    # up to the upward bias of a mutual information estimated from 256 draws
+    assert gp._bias_column_ == 0  # no weight shared by every token
+    gp.transition_var_ = np.zeros_like(gp.transition_var_)
+    ig = gp.predict_information_gain(shared + other, X_target=target)
+    assert ig[1] < ig[0] / 50
+    gp.n_predict_samples = 2048  # the bias shrinks as 1 / draws
+    ig_more = gp.predict_information_gain(shared + other, X_target=target)
+    assert ig_more[1] < ig[1] / 4
+    assert_allclose(ig_more[0], ig[0], rtol=0.3)
+
+
+def test_unseen_features_carry_their_prior_uncertainty(data):
+    X_tr, y_tr, _, _ = data
+    X = [sp.csr_matrix(x) for x in X_tr[:10]]
+    X = [sp.hstack([x, sp.csr_matrix((x.shape[0], 1))], format="csr") for x in X]
+    gp = _gp(X, y_tr[:10])  # the last feature never active in training
+    new = np.zeros((4, X[0].shape[1]))
+    new[:, -1] = 1.0  # only the unseen feature
+    ig = gp.predict_information_gain([new], X_target=[new, new])
+    assert ig[0] > 1e-3  # its weight is drawn from the prior
+
+
+def test_refusals(data, monkeypatch):
+    X_tr, y_tr, X_te, _ = data
+    inducing = GPStructTagger(approximation="inducing", n_inducing=8, max_iter=3,
+                              n_predict_samples=8, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # three iterations: not converged
+        inducing.fit(X_tr[:6], y_tr[:6])
+    with pytest.raises(ValueError, match="weight-space form"):
+        inducing.predict_information_gain(X_te)
+    gp = _gp(X_tr[:6], y_tr[:6])
+    with pytest.raises(ValueError):
+        gp.predict_information_gain([x[:, :3] for x in X_te])
+    with pytest.raises(ValueError):
+        gp.predict_information_gain(X_te, X_target=[np.full((3, 6), np.nan)])
+    monkeypatch.setenv("SKGPSTRUCT_MEMORY_BUDGET", "1e-6")
+    with pytest.raises(MemoryBudgetError, match="n_predict_samples"):
+        gp.predict_information_gain(X_te)
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        GPStructTagger().predict_information_gain(X_te)
