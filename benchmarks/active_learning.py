@@ -73,6 +73,11 @@ choice of ``(sigma^2, T)``) use ``R`` shuffled 3-fold splits (``n_repeats``
 of ``cv_prior_variance`` and ``cv_posterior``), the fits of small labelled
 sets being where that choice is noisiest; 1 (the default) is the package's.
 
+``--acquisition-seed A`` adds ``A`` to the fitted GP's ``predict_seed_``
+for the acquisition scores only: the same fits, test errors and random arm,
+other Monte Carlo draws of the scores, so that two values of ``A`` measure
+how much of a curve is the noise of the scores' draws.
+
 ``--repeats R`` runs every fold ``R`` times, seeded ``fold + 1000 r``
 (``r = 0`` is the fold's own run): other starting sentences, random orders
 and Monte Carlo draws of the fits, so that the means carry less of the noise
@@ -266,7 +271,11 @@ def run_fold(data, fold, args, seed=None):
             if strategy == "random":
                 new = perm[len(labelled): len(labelled) + k]
             else:
-                new = _acquire(strategy, gp, crf, [X_pool[i] for i in pool], pool, k,
+                acq = gp
+                if args.acquisition_seed and gp is not None:  # scores' draws only
+                    acq = copy.copy(gp)
+                    acq.predict_seed_ = gp.predict_seed_ + args.acquisition_seed
+                new = _acquire(strategy, acq, crf, [X_pool[i] for i in pool], pool, k,
                                n_paths=args.n_paths,
                                rng=np.random.default_rng([seed, len(labelled)]))
             labelled = labelled + list(new)
@@ -372,6 +381,10 @@ def main(argv=None):
     parser.add_argument("--n-paths", type=_n_paths, default=1,
                         help="paths per posterior draw of gp_mi's path mutual "
                              "information (predict_uncertainty's n_paths: an integer or auto)")
+    parser.add_argument("--acquisition-seed", type=int, default=0,
+                        help="added to the fitted GP's predict_seed_ for the acquisition "
+                             "scores only (their Monte Carlo draws; the fits, the test "
+                             "errors and the random arm are unchanged)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--name", default="active_learning")
     args = parser.parse_args(argv)

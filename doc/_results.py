@@ -31,6 +31,8 @@ TITLES = {
     "active_learning_prior": "Active learning: path mutual information with unseen features at their prior",
     "active_learning_epig": "Active learning: expected predictive information gain",
     "active_learning_epig_repeats": "Active learning: expected predictive information gain, three seeds per fold",
+    "active_learning_acqseed1": "Active learning: path mutual information, other draws of the scores (1)",
+    "active_learning_acqseed2": "Active learning: path mutual information, other draws of the scores (2)",
     "ud_morph": "UD morphological tagging (444 labels)",
     "rdp_scaling": "Randomized DP: epoch time and accuracy against exact DP",
     "rdp_tables": "Randomized DP: estimates of log Z (Fu et al. tables 2-4)",

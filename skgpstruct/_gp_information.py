@@ -59,7 +59,12 @@ class InformationGainMixin:
         ``predict_seed_`` (a weight's by its feature, a token's noise and a
         sequence's sampled paths by its :func:`sequence seed
         <skgpstruct._sequences.sequence_seeds>`), so a sequence's value
-        depends on that sequence, ``X_target`` and the model only.
+        depends on that sequence, ``X_target`` and the model only. It is an
+        estimate from those draws: a sequence that shares no feature with
+        the target (nor, with a point-mass transition posterior, anything
+        else) comes back slightly above 0, the upward bias of a mutual
+        information estimated from finitely many draws, which shrinks as
+        ``1 / n_predict_samples``.
 
         Parameters
         ----------
