@@ -243,6 +243,23 @@ def _enumerated_mixture_entropy(U, B, start, end, log_z, log_w, keep, w):
     return max(0.0, entropy), max(0.0, mutual_information)  # rounding; never -0.0
 
 
+def _mixture(U, weights):
+    """``U`` as float64 (n_samples, n_steps, n_labels) and the mixture
+    weights normalised (uniform for None), both checked."""
+    U = np.asarray(U, dtype=np.float64)
+    if U.ndim != 3:
+        raise ValueError(f"U must have shape (n_samples, n_steps, n_labels), got {U.shape}.")
+    S = U.shape[0]
+    if weights is None:
+        weights = np.full(S, 1.0 / S)
+    weights = np.asarray(weights, dtype=np.float64)
+    if (weights.shape != (S,) or not np.all(np.isfinite(weights))
+            or np.any(weights < 0) or not weights.sum() > 0):
+        raise ValueError(f"weights must be {S} finite non-negative numbers, not all 0.")
+    weights = weights / weights.sum()
+    return U, weights
+
+
 def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
     """Entropy of a mixture of chains over whole label sequences, and its
     mutual information with the mixture component, by sampling paths.
@@ -318,17 +335,8 @@ def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
     >>> round(h, 6), round(mi, 12)
     (2.079442, 0.0)
     """
-    U = np.asarray(U, dtype=np.float64)
-    if U.ndim != 3:
-        raise ValueError(f"U must have shape (n_samples, n_steps, n_labels), got {U.shape}.")
+    U, weights = _mixture(U, weights)
     S = U.shape[0]
-    if weights is None:
-        weights = np.full(S, 1.0 / S)
-    weights = np.asarray(weights, dtype=np.float64)
-    if (weights.shape != (S,) or not np.all(np.isfinite(weights))
-            or np.any(weights < 0) or not weights.sum() > 0):
-        raise ValueError(f"weights must be {S} finite non-negative numbers, not all 0.")
-    weights = weights / weights.sum()
     auto = check_n_paths(n_paths) == "auto"
     U, given, (B3, start, end), _ = _batched(U, B, None, None)
     fwd = _forward(U, given)
@@ -418,9 +426,7 @@ def path_information_gain(U, B, target, weights=None, *, random_state=None):
     >>> round(path_information_gain(U, np.zeros((2, 2)), target), 3)
     0.69
     """
-    U = np.asarray(U, dtype=np.float64)
-    if U.ndim != 3:
-        raise ValueError(f"U must have shape (n_samples, n_steps, n_labels), got {U.shape}.")
+    U, weights = _mixture(U, weights)
     S = U.shape[0]
     target = np.asarray(target, dtype=np.float64)
     if target.ndim != 3 or target.shape[0] != S or target.shape[1] < 1:
@@ -430,13 +436,6 @@ def path_information_gain(U, B, target, weights=None, *, random_state=None):
             or not np.allclose(target.sum(axis=2), 1.0, atol=1e-8)):
         raise ValueError("target must hold probability distributions (finite, "
                          "non-negative rows summing to 1).")
-    if weights is None:
-        weights = np.full(S, 1.0 / S)
-    weights = np.asarray(weights, dtype=np.float64)
-    if (weights.shape != (S,) or not np.all(np.isfinite(weights))
-            or np.any(weights < 0) or not weights.sum() > 0):
-        raise ValueError(f"weights must be {S} finite non-negative numbers, not all 0.")
-    weights = weights / weights.sum()
     U, given, (B3, start, end), _ = _batched(U, B, None, None)
     log_z = np.asarray(log_partition(U, *given), dtype=np.float64).reshape(S)
     _, T, V = U.shape
