@@ -51,6 +51,19 @@ Three more ways of spending the GP's mutual information, off by default
   the only one picked; drawing them lets a batch hold sentences whose
   scores are near the top without all being near the same doubt.
 
+* ``gp_mi_prior``: ``gp_mi`` with the weights of the features never active
+  in the labelled set at their prior variance (``temperature_ * sigma^2``,
+  as ``predict_information_gain`` draws them) instead of none: the tagger
+  leaves those features out of its predictions, so its own score cannot see
+  the novelty of a sentence full of them, though the exact posterior of a
+  weight that no label has touched is its prior;
+* ``gp_epig``: the expected predictive information gain about the labels of
+  the unlabelled pool's tokens (Bickford Smith, Kirsch, Farquhar, Gal,
+  Foster and Rainforth, AISTATS 2023;
+  ``GPStructTagger.predict_information_gain(X_pool)``): what a sentence's
+  labels would teach about the predictions at the pool's inputs rather than
+  about the model, from posterior draws joint over the sentences.
+
 (``gp_mi_batch`` and ``gp_mi_density`` spend the summed token mutual
 information, as ``gp_mi_tokens``.)
 
@@ -95,9 +108,11 @@ Usage::
 
     python benchmarks/active_learning.py [--folds 0 1 2 3 4] [--start 10]
         [--step 10] [--budget 100] [--c2 1.0] [--quick]
-        [--strategies random crf_entropy gp_mi gp_mi_tokens gp_mi_batch gp_mi_density]
+        [--strategies random crf_entropy gp_mi gp_mi_tokens gp_mi_batch gp_mi_density
+                      gp_mi_power gp_mi_prior gp_epig]
         [--task basenp|ud_upos] [--pool 300] [--models GPStructTagger]
-        [--n-jobs 1] [--repeats 1] [--cv-repeats 1]
+        [--n-jobs 1] [--repeats 1] [--cv-repeats 1] [--n-paths 1]
+        [--acquisition-seed 0]
 
 ``--quick`` runs fold 0 up to 40 sentences.
 """
