@@ -11,7 +11,7 @@ one draw of the weights gives the potentials of every token.
 """
 
 import numpy as np
-from joblib import delayed
+from joblib import delayed, effective_n_jobs
 from sklearn.utils.validation import check_is_fitted
 
 from . import chain
@@ -21,6 +21,10 @@ from ._sequences import sequence_seeds
 
 __all__ = ["InformationGainMixin"]
 
+#: Arrays of the size of the target's marginals alive per sequence in flight
+#: (:func:`~skgpstruct.chain.path_information_gain`: the conditional
+#: predictive, its logarithm, the KL terms and the selection of them).
+_PER_SEQUENCE_COPIES = 4
 #: Weights drawn at once: (draws x labels x columns) doubles at most.
 _BLOCK_DOUBLES = 1 << 22
 
@@ -102,7 +106,11 @@ class InformationGainMixin:
         target = data if X_target is None else self._check_X(X_target)
         S, V = self.n_predict_samples, len(self.classes_)
         n_tokens = data.n_tokens + (0 if X_target is None else target.n_tokens)
-        need = 8.0 * S * V * (n_tokens + target.n_tokens)  # draws, target marginals
+        # the draws and the target's marginals, and per sequence in flight the
+        # conditional predictive of the target and its KL terms (and temporaries)
+        in_flight = min(effective_n_jobs(self.n_jobs), data.n_sequences)
+        need = 8.0 * S * V * (n_tokens + target.n_tokens * (1 + _PER_SEQUENCE_COPIES
+                                                            * in_flight))
         if need > memory_budget():
             raise MemoryBudgetError(
                 f"predict_information_gain would need about {need / 1024 ** 3:.1f} GiB "
