@@ -424,6 +424,27 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
         self._check_fitted()
         return self.estimator_.predict_uncertainty(X, kind, per=per, n_paths=n_paths)
 
+    @available_if(_tagger_has("predict_information_gain"))
+    def predict_information_gain(self, X, X_target=None):
+        """Expected information each sequence's labels give about the labels
+        of ``X_target``'s tokens under the scaled tagger (see
+        :meth:`GPStructTagger.predict_information_gain
+        <skgpstruct.GPStructTagger.predict_information_gain>`).
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each candidate sequence.
+        X_target : list of array-like or sparse matrix, default=None
+            The target sequences; None: ``X``.
+
+        Returns
+        -------
+        information_gain : ndarray of shape (n_sequences,)
+        """
+        self._check_fitted()
+        return self.estimator_.predict_information_gain(X, X_target)
+
     def score(self, X, y):
         """Token accuracy of ``predict(X)`` against ``y``.
 

@@ -205,6 +205,7 @@ def test_cross_validated_fit(data):
     full = clone(crf).fit(X_tr, y_tr)
     assert_allclose(ts.estimator_.coef_, full.coef_)
     assert ts.estimator_._potential_scale == pytest.approx(1.0 / ts.temperature_)
+    assert not hasattr(ts, "predict_information_gain")  # the CRF has none
     assert crf._potential_scale == 1.0 and not hasattr(crf, "coef_")
     assert_array_equal(ts.classes_, full.classes_)
     assert ts.n_features_in_ == full.n_features_in_
@@ -235,6 +236,12 @@ def test_gp_smoke(data):
     mi = ts.predict_uncertainty(X_te[:4], "mutual_information", per="path")
     assert mi.shape == (4,) and np.all(mi >= 0)
     assert ts.estimator_._potential_scale == pytest.approx(1.0 / ts.temperature_)
+    ig = ts.predict_information_gain(X_te[:4], X_target=X_te[:6])
+    assert ig.shape == (4,) and np.all(ig >= 0)
+    unscaled = copy.copy(ts.estimator_)
+    unscaled._potential_scale = 1.0
+    if ts.temperature_ != 1.0:  # the scale reaches the draws
+        assert not np.allclose(ig, unscaled.predict_information_gain(X_te[:4], X_te[:6]))
 
 
 def test_sklearn_conventions(data):
