@@ -117,13 +117,14 @@ class InformationGainMixin:
                 f"for {S} draws of {n_tokens} tokens' potentials; lower "
                 "n_predict_samples or pass a smaller X_target.")
         B = self._transition_draws()
+        seeds = sequence_seeds(data, self.predict_seed_)
         with small_blas(), self._parallel() as parallel:
-            F_target = self._joint_unary_draws(target)
+            F_target = self._joint_unary_draws(
+                target, seeds if X_target is None else sequence_seeds(target, self.predict_seed_))
             P = np.concatenate(parallel(
                 delayed(_draw_marginals)(F_target[:, a:b], B)
                 for a, b in zip(target.offsets[:-1], target.offsets[1:])), axis=1)
-            F = F_target if X_target is None else self._joint_unary_draws(data)
-            seeds = sequence_seeds(data, self.predict_seed_)
+            F = F_target if X_target is None else self._joint_unary_draws(data, seeds)
             out = parallel(
                 delayed(chain.path_information_gain)(
                     F[:, a:b], B, P, random_state=np.random.default_rng([int(seed), 6]))
@@ -148,11 +149,12 @@ class InformationGainMixin:
         var[:, unseen] = self.temperature_ * float(self.kernel_.variance)
         return var
 
-    def _joint_unary_draws(self, data):
+    def _joint_unary_draws(self, data, seeds):
         """(S, n_tokens, V) draws of the unary potentials of every token of
         ``data``, the weights of a draw shared by all tokens (each feature's
         draws seeded by the feature), plus each token's jitter noise (seeded
-        by its sequence)."""
+        by its sequence's entry of ``seeds``, from
+        :func:`~skgpstruct._sequences.sequence_seeds`)."""
         S, V = self.n_predict_samples, len(self.classes_)
         X = self._feature_design(data.X_flat).tocsc()
         cols = np.flatnonzero(np.diff(X.indptr))
@@ -167,8 +169,7 @@ class InformationGainMixin:
             F += X[:, block] @ W.reshape(S * V, block.size).T
         F = F.reshape(data.n_tokens, S, V).transpose(1, 0, 2)
         jitter = np.sqrt(self._feature_jitter())
-        for (a, b), seed in zip(zip(data.offsets[:-1], data.offsets[1:]),
-                                sequence_seeds(data, self.predict_seed_)):
+        for (a, b), seed in zip(zip(data.offsets[:-1], data.offsets[1:]), seeds):
             F[:, a:b] += jitter * np.random.default_rng([int(seed), 4]).standard_normal(
                 (S, b - a, V))
         return self._potential_scale * F

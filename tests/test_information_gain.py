@@ -10,6 +10,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from skgpstruct import GPStructTagger
 from skgpstruct._memory import MemoryBudgetError
+from skgpstruct._sequences import sequence_seeds
 from skgpstruct.datasets import make_chain_data
 
 
@@ -47,7 +48,7 @@ def test_joint_draws_have_the_posterior_moments(data):
     X_new = [x.copy() for x in X_te[:3]]
     X_new[0][:, ~seen] = 0.0  # only features seen in training
     data_new = gp._check_X(X_new)
-    F = gp._joint_unary_draws(data_new)  # (S, tokens, V)
+    F = gp._joint_unary_draws(data_new, sequence_seeds(data_new, gp.predict_seed_))
     X_d = gp._feature_design(data_new.X_flat).toarray()
     var = gp.coef_var_.copy()
     var[:, :gp.n_features_in_][:, ~seen] = gp.temperature_ * gp.kernel_.variance

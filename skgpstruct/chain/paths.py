@@ -441,16 +441,12 @@ def path_information_gain(U, B, target, weights=None, *, random_state=None):
     _, T, V = U.shape
     with np.errstate(divide="ignore"):
         log_w = np.log(weights)
-    if V ** T <= S:  # every path, exactly weighted: no more work than sampling
-        paths = np.indices((V,) * T).reshape(T, -1).T
-        log_p = _score_paths(U, B3, start, end, log_z, paths)  # [component, path]
-        log_joint = log_p + log_w[:, None]
-        p_path = np.exp(logsumexp(log_joint, axis=0))  # p(y), summing to 1
-    else:
-        paths = _backward_sample(_forward(U, given), B3, _rng(random_state))
-        log_p = _score_paths(U, B3, start, end, log_z, paths)
-        log_joint = log_p + log_w[:, None]
-        p_path = weights  # path s comes from component s: weight w_s
+    enumerate_all = V ** T <= S  # every path, exactly weighted: no more work than sampling
+    paths = (np.indices((V,) * T).reshape(T, -1).T if enumerate_all
+             else _backward_sample(_forward(U, given), B3, _rng(random_state)))
+    log_joint = _score_paths(U, B3, start, end, log_z, paths) + log_w[:, None]
+    # the paths' weights: p(y) of every path, or w_s for the one drawn from s
+    p_path = np.exp(logsumexp(log_joint, axis=0)) if enumerate_all else weights
     keep = p_path > 0
     log_joint = log_joint[:, keep]
     post = np.exp(log_joint - logsumexp(log_joint, axis=0))  # p(s | y_j)
