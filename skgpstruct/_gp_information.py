@@ -18,6 +18,7 @@ from . import chain
 from ._memory import MemoryBudgetError, memory_budget
 from ._parallel import small_blas
 from ._sequences import sequence_seeds
+from .chain.paths import _information_gain, _prepare_target, _weights
 
 __all__ = ["InformationGainMixin"]
 
@@ -125,9 +126,12 @@ class InformationGainMixin:
                 delayed(_draw_marginals)(F_target[:, a:b], B)
                 for a, b in zip(target.offsets[:-1], target.offsets[1:])), axis=1)
             F = F_target if X_target is None else self._joint_unary_draws(data, seeds)
+            # chain.path_information_gain per sequence, the target's part once
+            weights = _weights(S, None)
+            prepared = _prepare_target(P, weights)
             out = parallel(
-                delayed(chain.path_information_gain)(
-                    F[:, a:b], B, P, random_state=np.random.default_rng([int(seed), 6]))
+                delayed(_information_gain)(F[:, a:b], B, weights, prepared,
+                                           np.random.default_rng([int(seed), 6]))
                 for a, b, seed in zip(data.offsets[:-1], data.offsets[1:], seeds))
         return np.asarray(out, dtype=np.float64)
 

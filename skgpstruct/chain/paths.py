@@ -249,15 +249,18 @@ def _mixture(U, weights):
     U = np.asarray(U, dtype=np.float64)
     if U.ndim != 3:
         raise ValueError(f"U must have shape (n_samples, n_steps, n_labels), got {U.shape}.")
-    S = U.shape[0]
+    return U, _weights(U.shape[0], weights)
+
+
+def _weights(S, weights):
+    """The ``S`` mixture weights normalised (uniform for None), checked."""
     if weights is None:
         weights = np.full(S, 1.0 / S)
     weights = np.asarray(weights, dtype=np.float64)
     if (weights.shape != (S,) or not np.all(np.isfinite(weights))
             or np.any(weights < 0) or not weights.sum() > 0):
         raise ValueError(f"weights must be {S} finite non-negative numbers, not all 0.")
-    weights = weights / weights.sum()
-    return U, weights
+    return weights / weights.sum()
 
 
 def mixture_path_entropy(U, B, weights=None, *, n_paths=1, random_state=None):
@@ -427,7 +430,15 @@ def path_information_gain(U, B, target, weights=None, *, random_state=None):
     0.69
     """
     U, weights = _mixture(U, weights)
-    S = U.shape[0]
+    return _information_gain(U, B, weights, _prepare_target(target, weights), random_state)
+
+
+def _prepare_target(target, weights):
+    """What :func:`path_information_gain` needs of ``target`` whatever the
+    chain, checked: the (n_samples, n_targets n_classes) matrix, the log of
+    the mixture's ``p(y*)`` and ``n_targets`` (computed once for many
+    chains against one target)."""
+    S = weights.size
     target = np.asarray(target, dtype=np.float64)
     if target.ndim != 3 or target.shape[0] != S or target.shape[1] < 1:
         raise ValueError(f"target must have shape ({S}, n_targets, n_classes) with "
@@ -436,9 +447,20 @@ def path_information_gain(U, B, target, weights=None, *, random_state=None):
             or not np.allclose(target.sum(axis=2), 1.0, atol=1e-8)):
         raise ValueError("target must hold probability distributions (finite, "
                          "non-negative rows summing to 1).")
+    n, c = target.shape[1:]
+    flat = target.reshape(S, n * c)
+    with np.errstate(divide="ignore"):
+        log_prior = np.log(weights @ flat)  # p(y*)
+    return flat, log_prior, n
+
+
+def _information_gain(U, B, weights, prepared, random_state):
+    """:func:`path_information_gain` of one chain (``U`` float64 (S, T, V),
+    ``weights`` normalised) against a target from :func:`_prepare_target`."""
+    flat, log_prior, n = prepared
     U, given, (B3, start, end), _ = _batched(U, B, None, None)
+    S, T, V = U.shape
     log_z = np.asarray(log_partition(U, *given), dtype=np.float64).reshape(S)
-    _, T, V = U.shape
     with np.errstate(divide="ignore"):
         log_w = np.log(weights)
     enumerate_all = V ** T <= S  # every path, exactly weighted: no more work than sampling
@@ -450,11 +472,8 @@ def path_information_gain(U, B, target, weights=None, *, random_state=None):
     keep = p_path > 0
     log_joint = log_joint[:, keep]
     post = np.exp(log_joint - logsumexp(log_joint, axis=0))  # p(s | y_j)
-    n, c = target.shape[1:]
-    flat = target.reshape(S, n * c)
-    prior = weights @ flat  # p(y*)
     cond = post.T @ flat  # p(y* | y_j), (paths, n * c)
     with np.errstate(divide="ignore", invalid="ignore"):
-        terms = np.where(cond > 0, cond * (np.log(cond) - np.log(prior)), 0.0)
+        terms = np.where(cond > 0, cond * (np.log(cond) - log_prior), 0.0)
     kl = terms.sum(axis=1) / n  # mean over the targets, per path
     return max(0.0, float(p_path[keep] @ kl))  # rounding; never -0.0
