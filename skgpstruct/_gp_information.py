@@ -1,4 +1,4 @@
-"""Expected predictive information gain of GPStructTagger (weight-space form).
+"""Expected predictive information gain of GPStructTagger.
 
 :meth:`GPStructTagger.predict_information_gain` asks which sequences are
 worth labelling: how much the label sequence of each would tell about the
@@ -7,11 +7,14 @@ an unlabelled pool). That needs posterior draws that are *joint* over
 sequences (a label seen in one sentence informs another through the weights
 they share), where the tagger's other predictions draw each sequence's
 potentials from its own marginal. In the weight-space form they are cheap:
-one draw of the weights gives the potentials of every token.
+one draw of the weights gives the potentials of every token. In the
+inducing-point form a draw takes the inducing variables and the residual the
+inducing points leave, jointly over the target's tokens.
 """
 
 import numpy as np
 from joblib import delayed, effective_n_jobs
+from scipy.linalg import solve_triangular
 from sklearn.utils.validation import check_is_fitted
 
 from . import chain
@@ -19,6 +22,8 @@ from ._memory import MemoryBudgetError, memory_budget
 from ._parallel import small_blas
 from ._sequences import sequence_seeds
 from .chain.paths import _information_gain, _prepare_target, _weights
+from .gp._sparse_support import _check_sparse_support
+from .gp.terms import jittered_cholesky
 
 __all__ = ["InformationGainMixin"]
 
@@ -71,6 +76,23 @@ class InformationGainMixin:
         information estimated from finitely many draws, which shrinks as
         ``1 / n_predict_samples``.
 
+        In the inducing-point form (``approximation_ == "inducing"``, that
+        of the kernels other than the linear one) the draws are of ``q(f) = int p(f
+        | u) q(u) du``: ``n_predict_samples`` per mixture component (weighted
+        by ``weights_``), each taking the inducing variables from its
+        component and the part of every token's potentials they leave free
+        (the Nystrom residual ``k(x, x') - k(x, Z) k(Z, Z)^-1 k(Z, x')``)
+        jointly over the tokens of the target, then each sequence's given the
+        target's. That residual correlates tokens alike but far from the
+        inducing points, in whichever sequences they are: a sequence whose
+        tokens repeat the target's tells about them even where the inducing
+        points span little. The target's tokens are drawn as one Gaussian, so
+        the memory and time grow as the square and the cube of their number
+        (pass a sample of the pool as ``X_target`` where it is large). A
+        sequence's value depends on that sequence, ``X_target`` and the
+        model only here too; ``X_target=X`` estimates the same quantity as
+        the default from other draws.
+
         Parameters
         ----------
         X : list of (T_n, n_features) array-likes or sparse matrices
@@ -87,47 +109,50 @@ class InformationGainMixin:
 
         Raises
         ------
-        ValueError
-            If the model was fitted in the inducing-point form
-            (``approximation_ == "inducing"``): its potentials are joint over
-            sequences only through the inducing variables, which this does
-            not sample.
         MemoryBudgetError
-            If the draws of the potentials of ``X`` and ``X_target`` would
-            not fit in :func:`~skgpstruct._memory.memory_budget` (lower
-            ``n_predict_samples`` or pass a smaller ``X_target``).
+            If the draws of the potentials of ``X`` and ``X_target`` (and,
+            in the inducing-point form, the covariance of the target's
+            tokens) would not fit in :func:`~skgpstruct._memory.memory_budget`
+            (lower ``n_predict_samples`` or pass a smaller ``X_target``).
         """
         check_is_fitted(self, self._fitted_attribute)
-        if self.approximation_ != "features":
-            raise ValueError(
-                "predict_information_gain needs the weight-space form (approximation_ "
-                "'features', a linear kernel); this model was fitted with inducing "
-                "points.")
         data = self._check_X(X)
         target = data if X_target is None else self._check_X(X_target)
-        S, V = self.n_predict_samples, len(self.classes_)
+        inducing = self.approximation_ != "features"
+        V = len(self.classes_)
+        D = self.n_predict_samples * (len(self.weights_) if inducing else 1)
         n_tokens = data.n_tokens + (0 if X_target is None else target.n_tokens)
         # the draws and the target's marginals, and per sequence in flight the
-        # conditional predictive of the target and its KL terms (and temporaries)
+        # conditional predictive of the target and its KL terms (and temporaries);
+        # inducing: the target's residual covariance and its factor
         in_flight = min(effective_n_jobs(self.n_jobs), data.n_sequences)
-        need = 8.0 * S * V * (n_tokens + target.n_tokens * (1 + _PER_SEQUENCE_COPIES
+        need = 8.0 * D * V * (n_tokens + target.n_tokens * (1 + _PER_SEQUENCE_COPIES
                                                             * in_flight))
+        if inducing:
+            need += 8.0 * 2 * target.n_tokens ** 2
         if need > memory_budget():
             raise MemoryBudgetError(
                 f"predict_information_gain would need about {need / 1024 ** 3:.1f} GiB "
-                f"for {S} draws of {n_tokens} tokens' potentials; lower "
+                f"for {D} draws of {n_tokens} tokens' potentials; lower "
                 "n_predict_samples or pass a smaller X_target.")
-        B = self._transition_draws()
+        B = self._transition_draws(D)
         seeds = sequence_seeds(data, self.predict_seed_)
         with small_blas(), self._parallel() as parallel:
-            F_target = self._joint_unary_draws(
-                target, seeds if X_target is None else sequence_seeds(target, self.predict_seed_))
+            if inducing:
+                F_target, F = self._inducing_unary_draws(
+                    target, None if X_target is None else data, seeds, parallel)
+                weights = np.repeat(self.weights_, self.n_predict_samples)
+            else:
+                F_target = self._joint_unary_draws(
+                    target,
+                    seeds if X_target is None else sequence_seeds(target, self.predict_seed_))
+                F = F_target if X_target is None else self._joint_unary_draws(data, seeds)
+                weights = None
             P = np.concatenate(parallel(
                 delayed(_draw_marginals)(F_target[:, a:b], B)
                 for a, b in zip(target.offsets[:-1], target.offsets[1:])), axis=1)
-            F = F_target if X_target is None else self._joint_unary_draws(data, seeds)
             # chain.path_information_gain per sequence, the target's part once
-            weights = _weights(S, None)
+            weights = _weights(D, weights)
             prepared = _prepare_target(P, weights)
             out = parallel(
                 delayed(_information_gain)(F[:, a:b], B, weights, prepared,
@@ -135,11 +160,11 @@ class InformationGainMixin:
                 for a, b, seed in zip(data.offsets[:-1], data.offsets[1:], seeds))
         return np.asarray(out, dtype=np.float64)
 
-    def _transition_draws(self):
-        """(S, V, V) draws of the transitions, seeded by ``predict_seed_``."""
+    def _transition_draws(self, n_draws):
+        """(n_draws, V, V) draws of the transitions, seeded by ``predict_seed_``."""
         V = len(self.classes_)
         eps = np.random.default_rng([self.predict_seed_, 5]).standard_normal(
-            (self.n_predict_samples, V, V))
+            (n_draws, V, V))
         return self._potential_scale * (self.transition_mean_
                                         + np.sqrt(self.transition_var_) * eps)
 
@@ -177,6 +202,81 @@ class InformationGainMixin:
             F[:, a:b] += jitter * np.random.default_rng([int(seed), 4]).standard_normal(
                 (S, b - a, V))
         return self._potential_scale * F
+
+
+    def _inducing_unary_draws(self, target, data, seeds, parallel):
+        """Joint draws of the unary potentials in the inducing-point form.
+
+        ``q(f) = int p(f | u) q(u) du``: each of the ``n_components *
+        n_predict_samples`` draws takes the whitened inducing variables ``v``
+        from its component of ``q`` (seeded by ``predict_seed_``), the mean
+        ``A v`` of every token, and the Nystrom residual ``k(x, x') - A_x
+        A_x'^T`` (with the model's jitter on the diagonal), which is
+        correlated across the tokens of different sequences, not only within
+        one: the residual of the target's tokens is drawn jointly (seeded by
+        ``predict_seed_``), and each sequence of ``data`` given it (seeded by
+        its entry of ``seeds``), so that its draws are exact jointly with the
+        target's whatever else is in ``data``. Returns ``(F_target, F)``, each
+        (n_draws, tokens, V); ``F`` is ``F_target`` when ``data`` is None."""
+        S = self.n_predict_samples
+        K, V, M = self.q_mu_.shape
+        eps = np.random.default_rng([self.predict_seed_, 7]).standard_normal((K, S, V * M))
+        if self.q_sqrt_.ndim == 3:  # coupled: (K, V M, V M), label-major
+            v = self.q_mu_.reshape(K, 1, V * M) + np.einsum("kij,ksj->ksi", self.q_sqrt_, eps)
+        else:  # mean-field: (K, V, M, M)
+            v = self.q_mu_[:, None] + np.einsum("kvij,ksvj->ksvi", self.q_sqrt_,
+                                                 eps.reshape(K, S, V, M))
+        v = v.reshape(K * S, V, M)
+        X_t = _dense_if_mixed(target)
+        A_t = self._whitened_cross(X_t)
+        C = self._residual(X_t, A_t)
+        L = jittered_cholesky(C, 0.0, "The residual covariance of the target's tokens")[0]
+        Z = np.random.default_rng([self.predict_seed_, 8]).standard_normal(
+            (K * S, target.n_tokens, V))
+        F_target = np.einsum("nm,dvm->dnv", A_t, v) + np.einsum("nm,dmv->dnv", L, Z)
+        if data is None:
+            return self._potential_scale * F_target, self._potential_scale * F_target
+        parts = parallel(
+            delayed(self._conditional_draws)(data.subset([n]), X_t, A_t, L, Z, v, int(seed))
+            for n, seed in enumerate(seeds))
+        return (self._potential_scale * F_target,
+                self._potential_scale * np.concatenate(parts, axis=1))
+
+    def _conditional_draws(self, sub, X_t, A_t, L, Z, v, seed):
+        """(n_draws, T, V) draws of one sequence's unary potentials, joint with
+        the target's (``L Z`` its residual draws, ``v`` the inducing ones)."""
+        X_n = _dense_if_mixed(sub)
+        A_n = self._whitened_cross(X_n)
+        base, factor = self._fixed_kernel()
+        W = solve_triangular(L, factor * np.asarray(base(X_t, X_n)) - A_t @ A_n.T,
+                             lower=True)  # (target tokens, T)
+        cond = self._residual(X_n, A_n) - W.T @ W
+        Lc = jittered_cholesky(cond, 0.0, "The conditional residual covariance of a sequence")[0]
+        e = np.random.default_rng([seed, 4]).standard_normal((Z.shape[0], sub.n_tokens, Z.shape[2]))
+        return (np.einsum("nm,dvm->dnv", A_n, v) + np.einsum("mn,dmv->dnv", W, Z)
+                + np.einsum("nm,dmv->dnv", Lc, e))
+
+    def _whitened_cross(self, X):
+        """``A = k(X, Z) Lzz^-T`` under the fitted kernel (as
+        :meth:`_terms`)."""
+        base, factor = self._fixed_kernel()
+        _check_sparse_support(base, X)
+        Knz = np.asarray(base(X, self.inducing_points_), dtype=np.float64)
+        return np.sqrt(factor) * solve_triangular(self._Lzz, Knz.T, lower=True).T
+
+    def _residual(self, X, A):
+        """``k(X, X) + jitter I - A A^T`` under the fitted kernel (the
+        sequences' ``Ktilde`` of :meth:`_terms` on its diagonal blocks)."""
+        base, factor = self._fixed_kernel()
+        C = factor * np.asarray(base(X), dtype=np.float64) - A @ A.T
+        C[np.diag_indices_from(C)] += factor * self.jitter_
+        return C
+
+
+def _dense_if_mixed(data):
+    """``data.X_flat``, dense where a mixed batch was stacked as CSR (as
+    :meth:`~skgpstruct._gp_predict` does for a sequence's moments)."""
+    return data.X_flat.toarray() if data.dense_rows is not None else data.X_flat
 
 
 def _draw_marginals(U, B):
