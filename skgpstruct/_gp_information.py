@@ -222,18 +222,21 @@ class InformationGainMixin:
         K, V, M = self.q_mu_.shape
         eps = np.random.default_rng([self.predict_seed_, 7]).standard_normal((K, S, V * M))
         if self.q_sqrt_.ndim == 3:  # coupled: (K, V M, V M), label-major
-            v = self.q_mu_.reshape(K, 1, V * M) + np.einsum("kij,ksj->ksi", self.q_sqrt_, eps)
+            v = (self.q_mu_.reshape(K, 1, V * M)
+                 + np.matmul(eps, self.q_sqrt_.transpose(0, 2, 1))).reshape(K, S, V, M)
         else:  # mean-field: (K, V, M, M)
-            v = self.q_mu_[:, None] + np.einsum("kvij,ksvj->ksvi", self.q_sqrt_,
-                                                 eps.reshape(K, S, V, M))
-        v = v.reshape(K * S, V, M)
+            v = self.q_mu_[:, None] + np.matmul(
+                eps.reshape(K, S, V, M).transpose(0, 2, 1, 3),
+                self.q_sqrt_.transpose(0, 1, 3, 2)).transpose(0, 2, 1, 3)
+        # token-major layouts (tokens, draws x labels): one matrix product each
+        v = v.reshape(K * S * V, M).T  # (M, draws x labels)
         X_t = _dense_if_mixed(target)
         A_t = self._whitened_cross(X_t)
         C = self._residual(X_t, A_t)
         L = jittered_cholesky(C, 0.0, "The residual covariance of the target's tokens")[0]
         Z = np.random.default_rng([self.predict_seed_, 8]).standard_normal(
-            (K * S, target.n_tokens, V))
-        F_target = np.einsum("nm,dvm->dnv", A_t, v) + np.einsum("nm,dmv->dnv", L, Z)
+            (target.n_tokens, K * S * V))
+        F_target = _draw_major(A_t @ v + L @ Z, K * S, V)
         if data is None:
             return self._potential_scale * F_target, self._potential_scale * F_target
         parts = parallel(
@@ -244,7 +247,8 @@ class InformationGainMixin:
 
     def _conditional_draws(self, sub, X_t, A_t, L, Z, v, seed):
         """(n_draws, T, V) draws of one sequence's unary potentials, joint with
-        the target's (``L Z`` its residual draws, ``v`` the inducing ones)."""
+        the target's (``L Z`` its residual draws and ``v`` the inducing ones,
+        token-major as in :meth:`_inducing_unary_draws`)."""
         X_n = _dense_if_mixed(sub)
         A_n = self._whitened_cross(X_n)
         base, factor = self._fixed_kernel()
@@ -252,9 +256,9 @@ class InformationGainMixin:
                              lower=True)  # (target tokens, T)
         cond = self._residual(X_n, A_n) - W.T @ W
         Lc = jittered_cholesky(cond, 0.0, "The conditional residual covariance of a sequence")[0]
-        e = np.random.default_rng([seed, 4]).standard_normal((Z.shape[0], sub.n_tokens, Z.shape[2]))
-        return (np.einsum("nm,dvm->dnv", A_n, v) + np.einsum("mn,dmv->dnv", W, Z)
-                + np.einsum("nm,dmv->dnv", Lc, e))
+        n_draws = Z.shape[1] // len(self.classes_)
+        e = np.random.default_rng([seed, 4]).standard_normal((sub.n_tokens, Z.shape[1]))
+        return _draw_major(A_n @ v + W.T @ Z + Lc @ e, n_draws, len(self.classes_))
 
     def _whitened_cross(self, X):
         """``A = k(X, Z) Lzz^-T`` under the fitted kernel (as
@@ -271,6 +275,11 @@ class InformationGainMixin:
         C = factor * np.asarray(base(X), dtype=np.float64) - A @ A.T
         C[np.diag_indices_from(C)] += factor * self.jitter_
         return C
+
+
+def _draw_major(F, n_draws, V):
+    """(tokens, draws x labels) to (draws, tokens, labels)."""
+    return np.ascontiguousarray(F.reshape(F.shape[0], n_draws, V).transpose(1, 0, 2))
 
 
 def _dense_if_mixed(data):
