@@ -33,6 +33,7 @@ TITLES = {
     "active_learning_epig_repeats": "Active learning: expected predictive information gain, three seeds per fold",
     "active_learning_acqseed1": "Active learning: path mutual information, other draws of the scores (1)",
     "active_learning_acqseed2": "Active learning: path mutual information, other draws of the scores (2)",
+    "active_learning_bootstrap": "Active learning: how often the 60-sentence bar would pass on other folds",
     "information_gain_cost": "Cost of the expected predictive information gain, both forms",
     "ud_morph": "UD morphological tagging (444 labels)",
     "rdp_scaling": "Randomized DP: epoch time and accuracy against exact DP",
