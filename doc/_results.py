@@ -17,6 +17,7 @@ TITLES = {
     "gpstruct_table1": "GPstruct protocol: token error against sklearn-crfsuite and CRF++",
     "crfsuite_compare": "Exact RandomizedCRFTagger against sklearn-crfsuite",
     "calibration": "Calibration of the marginals: three tasks, two feature paths",
+    "calibration_paired": "Calibration: the GP against the plain CRFs, paired over the folds",
     "calibration_basenp_inducing": "Calibration: base NP, inducing-point form",
     "calibration_basenp_coupled": "Calibration: base NP, coupled posterior",
     "temperature_scaling": "Temperature scaling of both taggers",
