@@ -265,3 +265,16 @@ def test_inducing_memory_guard_counts_the_target_covariance(data, monkeypatch):
     assert 16.0 * n_t ** 2 > 4 * draws  # only the covariance breaks the budget
     with pytest.raises(MemoryBudgetError, match="X_target"):
         gp.predict_information_gain(X_te[:1], X_target=target)
+
+
+def test_inducing_draws_carry_the_potential_scale(data):
+    X_tr, y_tr, X_te, _ = data
+    gp = _inducing_gp(X_tr[:8], y_tr[:8])
+    F_t, F = _draws(gp, X_te[:3], X_te[3:5])
+    scaled = copy.copy(gp)
+    scaled._potential_scale = 0.5  # as TemperatureScaledTagger sets it at temperature 2
+    G_t, G = _draws(scaled, X_te[:3], X_te[3:5])
+    assert_allclose(G_t, 0.5 * F_t, rtol=1e-12)
+    assert_allclose(G, 0.5 * F, rtol=1e-12)
+    assert not np.allclose(scaled.predict_information_gain(X_te[3:5], X_target=X_te[:3]),
+                           gp.predict_information_gain(X_te[3:5], X_target=X_te[:3]))
