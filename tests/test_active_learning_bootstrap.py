@@ -1,26 +1,16 @@
 """Checks of ``benchmarks/active_learning_bootstrap.py`` on hand-made curves."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "active_learning_bootstrap.py"
+from ._bench_helpers import load_script
+
 SIZES = [20, 40, 60, 80, 100]
 
 
 @pytest.fixture(scope="module")
 def alb():
-    sys.path.insert(0, str(_PATH.parent))  # for the script's ``_common`` import
-    try:
-        spec = importlib.util.spec_from_file_location("active_learning_bootstrap", _PATH)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(_PATH.parent))
-    return module
+    return load_script("active_learning_bootstrap")
 
 
 def test_first_reach(alb):

@@ -1,25 +1,14 @@
 """Checks of ``benchmarks/calibration_paired.py`` on hand-made rows."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "calibration_paired.py"
+from ._bench_helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def cp():
-    sys.path.insert(0, str(_PATH.parent))  # for the script's ``_common`` import
-    try:
-        spec = importlib.util.spec_from_file_location("calibration_paired", _PATH)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(_PATH.parent))
-    return module
+    return load_script("calibration_paired")
 
 
 def test_paired_by_hand(cp):

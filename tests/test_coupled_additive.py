@@ -1,29 +1,17 @@
 """Checks of ``benchmarks/coupled_additive.py`` (Adam's conjugate additive GP)."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
 from skgpstruct.gp.kl import mixture_kl
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "coupled_additive.py"
+from ._bench_helpers import load_script
 
 
 @pytest.fixture(scope="module")
 def ca():
-    import sys
-
-    sys.path.insert(0, str(_PATH.parent))  # for the script's ``_common`` import
-    try:
-        spec = importlib.util.spec_from_file_location("coupled_additive", _PATH)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(_PATH.parent))
-    return module
+    return load_script("coupled_additive")
 
 
 @pytest.fixture(scope="module")
