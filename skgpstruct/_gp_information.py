@@ -230,7 +230,7 @@ class InformationGainMixin:
                 self.q_sqrt_.transpose(0, 1, 3, 2)).transpose(0, 2, 1, 3)
         # token-major layouts (tokens, draws x labels): one matrix product each
         v = v.reshape(K * S * V, M).T  # (M, draws x labels)
-        X_t = _dense_if_mixed(target)
+        X_t = target.X_flat
         A_t = self._whitened_cross(X_t)
         C = self._residual(X_t, A_t)
         L = jittered_cholesky(C, 0.0, "The residual covariance of the target's tokens")[0]
@@ -283,8 +283,8 @@ def _draw_major(F, n_draws, V):
 
 
 def _dense_if_mixed(data):
-    """``data.X_flat``, dense where a mixed batch was stacked as CSR (as
-    :meth:`~skgpstruct._gp_predict` does for a sequence's moments)."""
+    """``data.X_flat`` of one sequence, dense if it came dense in a mixed
+    batch stacked as CSR (as the inducing form's sequence moments take it)."""
     return data.X_flat.toarray() if data.dense_rows is not None else data.X_flat
 
 
