@@ -219,9 +219,9 @@ def test_tokens_repeated_across_sequences_share_their_residual(data):
     F_t, F = _draws(gp, target, [X_te[1], X_te[5]])
     T1 = X_te[1].shape[0]
     a = X_te[0].shape[0]
-    copy, rows = F[:, :T1], F_t[:, a:a + T1]  # the same sequence, drawn twice
+    twin, rows = F[:, :T1], F_t[:, a:a + T1]  # the same sequence, drawn twice
     spread = rows.std(axis=0)
-    assert np.max(np.abs(copy - rows) / spread) < 0.1
+    assert np.max(np.abs(twin - rows) / spread) < 0.1
     # two inducing points leave most of the variance to the residual: without
     # it the copy would not follow its twin
     A = gp._whitened_cross(gp._check_X([X_te[1]]).X_flat)
@@ -258,7 +258,7 @@ def test_inducing_information_gain_shrinks_with_more_training_data(data):
 def test_inducing_memory_guard_counts_the_target_covariance(data, monkeypatch):
     X_tr, y_tr, X_te, _ = data
     gp = _inducing_gp(X_tr[:6], y_tr[:6], n_predict_samples=2)
-    target = [np.vstack(X_te)] * 8  # 8 x 40 x T tokens
+    target = [np.vstack(X_te)] * 8  # the test sequences stacked, 8 times
     n_t = sum(x.shape[0] for x in target)
     draws = 8.0 * 2 * 3 * (X_te[0].shape[0] + n_t * 5)
     monkeypatch.setenv("SKGPSTRUCT_MEMORY_BUDGET", str(4 * draws / 1024 ** 3))
