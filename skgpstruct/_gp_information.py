@@ -19,10 +19,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from . import chain
 from ._memory import MemoryBudgetError, memory_budget
+from ._gp_predict import alone_sequence
 from ._parallel import small_blas
 from ._sequences import sequence_seeds
 from .chain.paths import _information_gain, _prepare_target, _weights
-from .gp._sparse_support import _check_sparse_support
 from .gp.terms import jittered_cholesky
 
 __all__ = ["InformationGainMixin"]
@@ -231,7 +231,7 @@ class InformationGainMixin:
         # token-major layouts (tokens, draws x labels): one matrix product each
         v = v.reshape(K * S * V, M).T  # (M, draws x labels)
         X_t = target.X_flat
-        A_t = self._whitened_cross(X_t)
+        A_t = self._terms(target).A
         C = self._residual(X_t, A_t)
         L = jittered_cholesky(C, 0.0, "The residual covariance of the target's tokens")[0]
         Z = np.random.default_rng([self.predict_seed_, 8]).standard_normal(
@@ -240,7 +240,8 @@ class InformationGainMixin:
         if data is None:
             return self._potential_scale * F_target, self._potential_scale * F_target
         parts = parallel(
-            delayed(self._conditional_draws)(data.subset([n]), X_t, A_t, L, Z, v, int(seed))
+            delayed(self._conditional_draws)(alone_sequence(data, n), X_t, A_t, L, Z, v,
+                                             int(seed))
             for n, seed in enumerate(seeds))
         return (self._potential_scale * F_target,
                 self._potential_scale * np.concatenate(parts, axis=1))
@@ -249,28 +250,20 @@ class InformationGainMixin:
         """(n_draws, T, V) draws of one sequence's unary potentials, joint with
         the target's (``L Z`` its residual draws and ``v`` the inducing ones,
         token-major as in :meth:`_inducing_unary_draws`)."""
-        X_n = _dense_if_mixed(sub)
-        A_n = self._whitened_cross(X_n)
+        terms = self._terms(sub)  # A_n and the residual within the sequence
         base, factor = self._fixed_kernel()
-        W = solve_triangular(L, factor * np.asarray(base(X_t, X_n)) - A_t @ A_n.T,
+        W = solve_triangular(L, factor * np.asarray(base(X_t, sub.X_flat)) - A_t @ terms.A.T,
                              lower=True)  # (target tokens, T)
-        cond = self._residual(X_n, A_n) - W.T @ W
+        cond = terms.Ktilde[0] - W.T @ W
         Lc = jittered_cholesky(cond, 0.0, "The conditional residual covariance of a sequence")[0]
         n_draws = Z.shape[1] // len(self.classes_)
         e = np.random.default_rng([seed, 4]).standard_normal((sub.n_tokens, Z.shape[1]))
-        return _draw_major(A_n @ v + W.T @ Z + Lc @ e, n_draws, len(self.classes_))
-
-    def _whitened_cross(self, X):
-        """``A = k(X, Z) Lzz^-T`` under the fitted kernel (as
-        :meth:`_terms`)."""
-        base, factor = self._fixed_kernel()
-        _check_sparse_support(base, X)
-        Knz = np.asarray(base(X, self.inducing_points_), dtype=np.float64)
-        return np.sqrt(factor) * solve_triangular(self._Lzz, Knz.T, lower=True).T
+        return _draw_major(terms.A @ v + W.T @ Z + Lc @ e, n_draws, len(self.classes_))
 
     def _residual(self, X, A):
-        """``k(X, X) + jitter I - A A^T`` under the fitted kernel (the
-        sequences' ``Ktilde`` of :meth:`_terms` on its diagonal blocks)."""
+        """``k(X, X) + jitter I - A A^T`` under the fitted kernel, ``A`` from
+        :meth:`_terms` (whose per-sequence ``Ktilde`` are its diagonal
+        blocks), across sequences too."""
         base, factor = self._fixed_kernel()
         C = factor * np.asarray(base(X), dtype=np.float64) - A @ A.T
         C[np.diag_indices_from(C)] += factor * self.jitter_
@@ -280,12 +273,6 @@ class InformationGainMixin:
 def _draw_major(F, n_draws, V):
     """(tokens, draws x labels) to (draws, tokens, labels)."""
     return np.ascontiguousarray(F.reshape(F.shape[0], n_draws, V).transpose(1, 0, 2))
-
-
-def _dense_if_mixed(data):
-    """``data.X_flat`` of one sequence, dense if it came dense in a mixed
-    batch stacked as CSR (as the inducing form's sequence moments take it)."""
-    return data.X_flat.toarray() if data.dense_rows is not None else data.X_flat
 
 
 def _draw_marginals(U, B):

@@ -34,6 +34,16 @@ __all__ = ["GPPredictMixin"]
 PREDICT_CHUNK_SEQUENCES = 256
 
 
+
+def alone_sequence(data, n):
+    """Sequence ``n`` of ``data`` on its own, dense if it came dense in a
+    batch that mixed dense and sparse sequences (stacked as CSR): the
+    representation it has in a batch of its own."""
+    sub = data.subset([n])
+    if sub.dense_rows is not None:
+        sub = SequenceData(sub.X_flat.toarray(), sub.lengths)
+    return sub
+
 class GPPredictMixin:
     """Prediction methods of :class:`~skgpstruct.GPStructTagger`."""
 
@@ -62,10 +72,8 @@ class GPPredictMixin:
             return self._feature_sequence_moments(data)
 
         def alone(n):
-            sub = data.subset([n])
-            if sub.dense_rows is not None:  # dense, in a mixed batch stacked as CSR
-                sub = SequenceData(sub.X_flat.toarray(), sub.lengths)
-            return sequence_marginals(self._terms(sub), self.q_mu_, self.q_sqrt_)
+            return sequence_marginals(self._terms(alone_sequence(data, n)), self.q_mu_,
+                                      self.q_sqrt_)
 
         # small products: single-threaded BLAS, in n_jobs threads (the same
         # numbers whatever n_jobs and the machine's BLAS threads are)
