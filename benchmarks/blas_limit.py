@@ -1,6 +1,6 @@
 """Cost of the BLAS thread limit: one library scan per process against one per entry.
 
-Small matrix products run under :func:`skgpstruct._parallel.small_blas`, a
+Small matrix products run under :func:`skgpstruct._utils.parallel.small_blas`, a
 process-wide limit of BLAS to one thread. Setting it goes through a
 threadpoolctl ``ThreadpoolController``, and making one scans every loaded
 shared library (milliseconds, most of it system time). The ELBO's gradient
@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import time_call, write_results  # noqa: E402
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
-from skgpstruct import _parallel  # noqa: E402
+from skgpstruct._utils import parallel as _parallel# noqa: E402
 from skgpstruct.datasets import make_chain_data  # noqa: E402
 
 

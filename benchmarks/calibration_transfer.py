@@ -1,7 +1,7 @@
 """Calibration on a task the defaults were not chosen on: UD Hungarian UPOS.
 
 GPStructTagger's prior variance and posterior temperature are chosen inside
-``fit`` by a rule (``skgpstruct._posterior_cv.cv_posterior``); this script
+``fit`` by a rule (``skgpstruct._gpstruct.posterior_cv.cv_posterior``); this script
 checks it on data that played no part in choosing that rule: the 17 UPOS
 tags of the Universal Dependencies Hungarian-Szeged treebank, another
 language and another task than the GPstruct folds of ``calibration.py``.

@@ -48,7 +48,8 @@ from _common import RESULTS_DIR, markdown_table, time_call, write_results  # noq
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from skgpstruct import chain  # noqa: E402
-from skgpstruct.chain import _exact_kernels, _linear_kernels, _reference  # noqa: E402
+from skgpstruct.chain import _exact_kernels, _reference
+from skgpstruct.chain import _linear_space_kernels as _linear_kernels# noqa: E402
 from skgpstruct.chain.exact import _NO_LABELS  # noqa: E402
 
 

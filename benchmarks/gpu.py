@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import time_call, write_results  # noqa: E402
 
 from skgpstruct import chain  # noqa: E402
-from skgpstruct.chain import _rdp_batch  # noqa: E402
+from skgpstruct.chain.randomized import _batch_kernels as _rdp_batch# noqa: E402
 from skgpstruct.chain import randomized as rdp  # noqa: E402
 
 
@@ -55,7 +55,7 @@ def gpu_status():
 
     if config.ENABLE_CUDASIM:
         return False, "numba's CUDA simulator is on (NUMBA_ENABLE_CUDASIM)"
-    from skgpstruct._device import cuda_status
+    from skgpstruct._utils.device import cuda_status
 
     return cuda_status()
 
@@ -157,7 +157,8 @@ def exact_rows(S, T, V, repeats):
 def randomized_rows(N, K, n_seq, T, rank, repeats):
     from numba import cuda
 
-    from skgpstruct.chain import _cuda_randomized, cuda as chain_cuda
+    from skgpstruct.chain import cuda as chain_cuda
+    from skgpstruct.chain.randomized import _cuda as _cuda_randomized
 
     rng = np.random.default_rng(K)
     n_tok = n_seq * T

@@ -73,7 +73,7 @@ from _common import time_call, write_results  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 
 from skgpstruct import RandomizedCRFTagger  # noqa: E402
-from skgpstruct._sequences import SequenceData  # noqa: E402
+from skgpstruct._input.sequences import SequenceData  # noqa: E402
 from skgpstruct.datasets import get_data_home, load_crfpp, make_chain_data  # noqa: E402
 from skgpstruct.features import CRFppTemplate  # noqa: E402
 

@@ -1,7 +1,7 @@
 """GPStructTagger's validated temperature against every temperature of its grid.
 
 GPStructTagger's defaults choose the prior variance and the posterior
-temperature ``T`` inside ``fit`` (:func:`skgpstruct._posterior_cv.cv_posterior`).
+temperature ``T`` inside ``fit`` (:func:`skgpstruct._gpstruct.posterior_cv.cv_posterior`).
 This script asks how much calibration that choice leaves on the table: per
 fold of ``folds.json`` it fits the default GP, then, at the variance it
 chose, one GP for every temperature of the grid, and scores each on the

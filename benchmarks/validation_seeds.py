@@ -2,8 +2,8 @@
 validation inside ``fit``, and what repeating its split would change.
 
 ``fit`` chooses the prior variance and the posterior temperature by 3-fold
-validation of the training sequences (:func:`skgpstruct._variance_cv.cv_prior_variance`,
-:func:`skgpstruct._posterior_cv.cv_posterior`); ``random_state`` seeds the split and the
+validation of the training sequences (:func:`skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`,
+:func:`skgpstruct._gpstruct.posterior_cv.cv_posterior`); ``random_state`` seeds the split and the
 validation's draws. On small training sets the choice, and so the test
 ECE, depends on that seed. Per seed offset ``s`` this script fits the
 default GP on every fold of ``folds.json`` with ``random_state = fold + s``
@@ -34,7 +34,7 @@ from _common import write_results  # noqa: E402
 from gpstruct_table1 import _fold_data  # noqa: E402
 from temperature_sweep import _fit, _scores  # noqa: E402
 
-from skgpstruct import _gp_features  # noqa: E402
+from skgpstruct._gpstruct import weight_space_form as _gp_features# noqa: E402
 from skgpstruct.datasets import load_benchmark  # noqa: E402
 
 METRICS = ("error %", "log loss", "ECE %")

@@ -13,7 +13,7 @@ in :mod:`skgpstruct.datasets`, :mod:`skgpstruct.features` and
 
 __version__ = "0.1.0.dev0"
 
-from ._gpstruct import GPStructTagger  # noqa: E402
-from ._randomized_crf import RandomizedCRFTagger  # noqa: E402
+from ._gpstruct.tagger import GPStructTagger  # noqa: E402
+from ._randomized_crf.tagger import RandomizedCRFTagger  # noqa: E402
 
 __all__ = ["GPStructTagger", "RandomizedCRFTagger", "__version__"]

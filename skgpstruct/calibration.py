@@ -30,11 +30,11 @@ from sklearn.utils._param_validation import HasMethods, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted
 
-from ._base import sequence_tags
-from ._predict import (PredictMixin, SingleSequenceMixin, check_marginals_output,
+from ._tagging.base import sequence_tags
+from ._tagging.predict import (PredictMixin, SingleSequenceMixin, check_marginals_output,
                        marginals_output)
-from ._validation import check_y_sequences
-from .metrics import flat_accuracy_score
+from ._input.validation import check_y_sequences
+from .metrics._sequence import flat_accuracy_score
 
 __all__ = ["TemperatureScaledTagger"]
 
@@ -201,7 +201,7 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
 
     def _estimator(self):
         if self.estimator is None:
-            from ._randomized_crf import RandomizedCRFTagger
+            from ._randomized_crf.tagger import RandomizedCRFTagger
 
             return RandomizedCRFTagger()
         return self.estimator

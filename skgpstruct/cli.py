@@ -384,7 +384,7 @@ def main(argv=None, prog="skgpstruct"):
     """
     from ._cli import CLIError
     from ._cli._common import one_line
-    from ._memory import MemoryBudgetError
+    from ._utils.memory import MemoryBudgetError
 
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(prog)

@@ -12,7 +12,7 @@ Convergence problems use sklearn's
 :class:`~sklearn.exceptions.ConvergenceWarning`.
 """
 
-from ._memory import MemoryBudgetError
+from ._utils.memory import MemoryBudgetError
 from .gp.terms import JitterWarning
 from .optim import FitInterruptedWarning
 

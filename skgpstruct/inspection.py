@@ -25,7 +25,7 @@ __all__ = ["state_features", "top_features", "transition_features"]
 def _tagger_and_names(model, feature_names):
     """The tagger of ``model`` (itself or a Pipeline's last step) and the
     names of its input features (given, from the Pipeline, or indices)."""
-    from ._randomized_crf import RandomizedCRFTagger
+    from ._randomized_crf.tagger import RandomizedCRFTagger
 
     tagger = model[-1] if isinstance(model, Pipeline) else model
     if not isinstance(tagger, RandomizedCRFTagger):

@@ -322,7 +322,7 @@ def plot_reliability_diagram(y_true, marginals, n_bins=15, ax=None, *, labels=No
     >>> ax = plot_reliability_diagram(  # doctest: +SKIP
     ...     y[20:], crf.predict_marginals(X[20:]), labels=crf.classes_)
     """
-    from .metrics import expected_calibration_error, reliability_curve
+    from .metrics._sequence import expected_calibration_error, reliability_curve
 
     y_true, marginals = list(y_true), list(marginals)
     if labels is None:

@@ -26,7 +26,7 @@ inducing-point form) and RandomizedCRFTagger, with small fast settings:
   non-canonical CSR matrix, which validation used to canonicalise in place);
 - features too large for the potentials (1e300, or finite entries whose sum
   overflows) are refused at the start of ``fit`` and ``predict`` with an
-  error that says to scale them (:data:`skgpstruct._validation.MAX_TOKEN_L1_NORM`).
+  error that says to scale them (:data:`skgpstruct._input.validation.MAX_TOKEN_L1_NORM`).
 
 Not repeated here (tested elsewhere): sklearn's data-free checks, clone's
 parameters and unfitted state, pickling of a sparse / string-label fit,
@@ -59,7 +59,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import KFold, cross_val_score
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
-from skgpstruct._validation import MAX_TOKEN_L1_NORM, check_X_sequences
+from skgpstruct._input.validation import MAX_TOKEN_L1_NORM, check_X_sequences
 from skgpstruct.datasets import make_chain_data
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -14,7 +14,7 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
 from skgpstruct import GPStructTagger
-from skgpstruct._sequences import SequenceData
+from skgpstruct._input.sequences import SequenceData
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.gp.variational import mean_field_to_coupled
 

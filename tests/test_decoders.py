@@ -7,7 +7,7 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
-from skgpstruct._decoders import DECODERS, decode
+from skgpstruct._tagging.decoders import DECODERS, decode
 from skgpstruct.chain.backend import get_backend
 from skgpstruct.datasets import make_chain_data
 

@@ -6,7 +6,7 @@ import pytest
 import scipy.sparse as sp
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
-from skgpstruct._sequences import SequenceData, sequence_seeds
+from skgpstruct._input.sequences import SequenceData, sequence_seeds
 from skgpstruct.datasets import make_chain_data
 
 FAST = dict(n_samples=8, n_predict_samples=8, max_iter=20)

@@ -1,4 +1,4 @@
-"""The ``device`` parameter: skgpstruct._device and the estimators.
+"""The ``device`` parameter: skgpstruct._utils.device and the estimators.
 
 No GPU is needed: ``numba.cuda.is_available`` is monkeypatched (it is True
 under the CUDA simulator, which ``tests/chain/test_cuda.py`` switches on for
@@ -16,7 +16,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 from skgpstruct import RandomizedCRFTagger
-from skgpstruct._device import cuda_status, resolve_device
+from skgpstruct._utils.device import cuda_status, resolve_device
 from skgpstruct.datasets import make_chain_data
 
 

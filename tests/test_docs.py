@@ -184,7 +184,7 @@ def test_page_examples_run(page, index, code, monkeypatch):
     train on it for minutes)."""
     if (page, index) in _NOT_RUN:
         pytest.skip(_NOT_RUN[(page, index)])
-    from skgpstruct import _device
+    from skgpstruct._utils import device as _device
     from skgpstruct.datasets import make_chain_data
 
     monkeypatch.setattr(_device, "_cuda_check", lambda: (False, False, "no GPU (test)"))

@@ -10,8 +10,8 @@ from scipy.special import logsumexp
 from sklearn.base import clone
 
 from skgpstruct import GPStructTagger, chain
-from skgpstruct._sequences import SequenceData
-from skgpstruct._variance_cv import PRIOR_VARIANCE_GRID, cv_prior_variance
+from skgpstruct._input.sequences import SequenceData
+from skgpstruct._gpstruct.prior_variance_cv import PRIOR_VARIANCE_GRID, cv_prior_variance
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.gp import weight_space
 from skgpstruct.gp.kernels import LinearKernel, RBFKernel
@@ -360,7 +360,7 @@ def test_cv_prior_variance_scoring(model_data):
 def test_cv_prior_variance_1se_breaks_flat_error_by_log_loss():
     # a flat error curve: every variance within the band, the log loss decides;
     # a sharp one: the band holds the lowest error only
-    from skgpstruct import _variance_cv
+    from skgpstruct._gpstruct import prior_variance_cv as _variance_cv
 
     grid = np.array([0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0])
 

@@ -84,7 +84,7 @@ def test_learned_kernel_scale(data, optimizer):
     the kernel on precomputed terms: a higher final (fixed-sample) ELBO
     than the fixed kernel, and prediction uses the terms of the scaled
     kernel (and jitter)."""
-    from skgpstruct._sequences import SequenceData
+    from skgpstruct._input.sequences import SequenceData
     from skgpstruct.gp import compute_gp_terms
 
     X_tr, y_tr, X_te, _ = data
@@ -116,7 +116,7 @@ def test_learned_kernel_scale(data, optimizer):
 def test_hyperparameters_stay_within_bounds(data, optimizer, monkeypatch):
     """kernel.theta stays within kernel.bounds, and the learned scale within
     _SCALE_BOUNDS, for L-BFGS-B and for the projected stochastic steps."""
-    import skgpstruct._gp_inducing as mod
+    import skgpstruct._gpstruct.inducing_form as mod
 
     X_tr, y_tr, _, _ = data
     kw = dict(SMALL, random_state=0)

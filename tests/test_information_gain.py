@@ -12,8 +12,8 @@ from joblib import Parallel
 from numpy.testing import assert_allclose, assert_array_equal
 
 from skgpstruct import GPStructTagger
-from skgpstruct._memory import MemoryBudgetError
-from skgpstruct._sequences import sequence_seeds
+from skgpstruct._utils.memory import MemoryBudgetError
+from skgpstruct._input.sequences import sequence_seeds
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.gp.kernels import RBFKernel
 

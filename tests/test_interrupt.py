@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-import skgpstruct._base as base_module
+import skgpstruct._tagging.base as base_module
 import skgpstruct.optim as optim_module
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
 from skgpstruct.datasets import make_chain_data

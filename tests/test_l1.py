@@ -15,10 +15,10 @@ from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.fixes import parse_version
 
 from skgpstruct import RandomizedCRFTagger
-from skgpstruct import _base
-from skgpstruct._owlqn import minimize_owlqn, pseudo_gradient
-from skgpstruct._sequences import SequenceData
-from skgpstruct._sparse_optim import ProximalAdaGrad, RowSparseGradient
+from skgpstruct._tagging import base as _base
+from skgpstruct.optim.owlqn import minimize_owlqn, pseudo_gradient
+from skgpstruct._input.sequences import SequenceData
+from skgpstruct.optim.proximal import ProximalAdaGrad, RowSparseGradient
 from skgpstruct.datasets import make_chain_data
 
 from .test_sparse_optim import _sparse_problem

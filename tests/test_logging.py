@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
-from skgpstruct import _base, _logging
-from skgpstruct._base import ConvergenceMonitor
+from skgpstruct._tagging import base as _base
+from skgpstruct._utils import fit_log as _logging
+from skgpstruct._tagging.base import ConvergenceMonitor
 from skgpstruct.datasets import make_chain_data
 
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

@@ -1,10 +1,10 @@
-"""The memory guard of GPStructTagger.fit (``skgpstruct._memory``)."""
+"""The memory guard of GPStructTagger.fit (``skgpstruct._utils.memory``)."""
 
 import numpy as np
 import pytest
 
 from skgpstruct import GPStructTagger
-from skgpstruct._memory import (
+from skgpstruct._utils.memory import (
     COVARIANCE_COPIES,
     LBFGS_COPIES,
     MemoryBudgetError,

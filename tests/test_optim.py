@@ -9,11 +9,10 @@ from skgpstruct.optim import (
     SAGA,
     SGD,
     Adam,
-    _adam_update,
-    _sgd_update,
     make_optimizer,
     minimize_lbfgs,
 )
+from skgpstruct.optim._steps import _adam_update, _sgd_update
 
 N_PARAMS = 50
 UNDECAYED = (10, 14)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from joblib import Parallel
 
-from skgpstruct._parallel import chunked_sum
+from skgpstruct._utils.parallel import chunked_sum
 
 
 def _work(chunk, seeds):

@@ -17,7 +17,8 @@ import scipy.sparse as sp
 from sklearn.exceptions import ConvergenceWarning
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
-from skgpstruct import _gp_predict, _randomized_crf
+from skgpstruct._gpstruct import predict as _gp_predict
+from skgpstruct._randomized_crf import tagger as _randomized_crf
 
 
 def _sparse_sequences(n, T, V, D, seed, n_active=4):

@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 
 from skgpstruct import RandomizedCRFTagger
-from skgpstruct._sequences import SequenceData
+from skgpstruct._input.sequences import SequenceData
 from skgpstruct.chain import _reference as ref
 from skgpstruct.datasets import make_chain_data
 
@@ -140,7 +140,7 @@ def test_batched_randomized_loss_recomputed_edges_and_log_space_fallback(
     # (b) potentials spanning ~2000 nats, which underflow the scaled
     #     linear-space pass and must send the sequence to the log-space
     #     kernels (else the loss would be wrong or NaN).
-    from skgpstruct.chain._rdp_batch import _scaled_pass
+    from skgpstruct.chain.randomized._batch_kernels import _scaled_pass
     from skgpstruct.chain.randomized import _pass
 
     _, _, data, est, theta, rng = _objective_case(
@@ -184,7 +184,7 @@ def test_batched_kernel_keeps_ties_like_sample_index_sets():
     # A uniform proposal makes every state tie: the deterministic states
     # must then be the gold state and the lowest other indices, as in
     # sample_index_sets, else the sub-lattices (and the losses) would differ.
-    from skgpstruct.chain._rdp_batch import _deterministic_states
+    from skgpstruct.chain.randomized._batch_kernels import _deterministic_states
     from skgpstruct.chain.randomized import sample_index_sets
 
     q = np.array([[0.1, 0.2, 0.2, 0.05, 0.2, 0.25], [1 / 6] * 6])
@@ -201,7 +201,7 @@ def test_batched_deterministic_states_equal_the_stable_sort(seed):
     # The one-scan selection of the batched kernel against the numpy
     # reference (_prepare_sets: a stable argsort of -q), with many ties,
     # increasing and decreasing q, k1 from 1 to N.
-    from skgpstruct.chain._rdp_batch import _deterministic_states
+    from skgpstruct.chain.randomized._batch_kernels import _deterministic_states
     from skgpstruct.chain.randomized.proposals import _prepare_sets
 
     rng = np.random.default_rng(seed)

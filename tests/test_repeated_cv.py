@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from skgpstruct import _posterior_cv, _variance_cv
-from skgpstruct._sequences import SequenceData
+from skgpstruct._gpstruct import posterior_cv as _posterior_cv
+from skgpstruct._gpstruct import prior_variance_cv as _variance_cv
+from skgpstruct._input.sequences import SequenceData
 
 from .test_gp_features import _model_data
 

@@ -28,7 +28,7 @@ from sklearn.utils.estimator_checks import (
 )
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
-from skgpstruct._base import ConvergenceMonitor
+from skgpstruct._tagging.base import ConvergenceMonitor
 from skgpstruct.calibration import TemperatureScaledTagger
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.features import SequenceVectorizer

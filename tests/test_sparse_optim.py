@@ -9,8 +9,8 @@ import pytest
 from sklearn.exceptions import ConvergenceWarning
 
 from skgpstruct import RandomizedCRFTagger
-from skgpstruct._sequences import SequenceData
-from skgpstruct._sparse_optim import ProximalAdaGrad, RowSparseGradient
+from skgpstruct._input.sequences import SequenceData
+from skgpstruct.optim.proximal import ProximalAdaGrad, RowSparseGradient
 from skgpstruct.datasets import make_chain_data
 
 
@@ -169,7 +169,7 @@ def test_adagrad_epoch_value_includes_the_penalty(chain_data):
 def test_rows_split_over_threads_give_identical_steps(monkeypatch):
     from joblib import Parallel
 
-    import skgpstruct._sparse_optim as sparse_optim
+    import skgpstruct.optim.proximal as sparse_optim
 
     # parts of 64 rows x 3 columns, so that these small steps are split
     monkeypatch.setattr(sparse_optim, "_SPLIT_COORDINATES", 64 * 3)
@@ -208,7 +208,7 @@ def test_catch_up_power_is_numbas_scalar_power(missed):
     # real power to rounding; the gathered rows are the updated ones.
     from numba import njit
 
-    from skgpstruct._sparse_optim import _catch_up
+    from skgpstruct.optim.proximal import _catch_up
 
     @njit
     def scalar(x, G, lr, decay, eps, k):

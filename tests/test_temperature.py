@@ -6,8 +6,8 @@ import scipy.sparse as sp
 from numpy.testing import assert_allclose
 
 from skgpstruct import GPStructTagger
-from skgpstruct._sequences import SequenceData
-from skgpstruct._posterior_cv import TEMPERATURE_GRID, cv_temperature
+from skgpstruct._input.sequences import SequenceData
+from skgpstruct._gpstruct.posterior_cv import TEMPERATURE_GRID, cv_temperature
 from skgpstruct.datasets import load_benchmark, make_chain_data
 
 from .test_gp_features import _model_data
@@ -115,8 +115,8 @@ def _cv(X, y):
     """``(variance, temperature)`` as GPStructTagger's defaults choose them."""
     data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
     n_classes = int(max(v.max() for v in y)) + 1
-    from skgpstruct._posterior_cv import cv_posterior
-    from skgpstruct._variance_cv import cv_prior_variance
+    from skgpstruct._gpstruct.posterior_cv import cv_posterior
+    from skgpstruct._gpstruct.prior_variance_cv import cv_prior_variance
 
     res = cv_prior_variance(data, n_classes, random_state=0)[1]
     return cv_posterior(data, n_classes, res["variance"][res["band"]], random_state=0)[:2]
@@ -162,7 +162,7 @@ def test_validation_cools_the_posterior_on_rare_binary_features(shared_dir):
 
 def _map(sigma2, n_sequences=80):
     from skgpstruct import RandomizedCRFTagger
-    from skgpstruct._posterior_cv import _laplace_variances
+    from skgpstruct._gpstruct.posterior_cv import _laplace_variances
 
     X, y = _model_data(sigma2, seed=4, n_sequences=n_sequences)
     crf = RandomizedCRFTagger(c2=0.5 / sigma2, max_iter=1000, tol=1e-10).fit(X, y)
@@ -171,7 +171,7 @@ def _map(sigma2, n_sequences=80):
 
 
 def test_mean_scale_is_the_optimum_along_the_mode():
-    from skgpstruct._posterior_cv import _mean_scales, _ray_objective, _spread_draws
+    from skgpstruct._gpstruct.posterior_cv import _mean_scales, _ray_objective, _spread_draws
 
     _, _, crf, data, (s_w, s_b) = _map(10.0)
     draws = _spread_draws(s_w, s_b, data, np.random.default_rng(0))
@@ -203,7 +203,7 @@ def test_mean_scales_bracketed_from_colder_match_each_alone():
     # draws (to the 1e-3 of the search); c_T grows with T
     from scipy.optimize import brentq
 
-    from skgpstruct._posterior_cv import _mean_scales, _ray_objective, _spread_draws
+    from skgpstruct._gpstruct.posterior_cv import _mean_scales, _ray_objective, _spread_draws
 
     _, _, crf, data, (s_w, s_b) = _map(10.0)
     grid = (1.0, 0.5, 0.25, 0.1, 0.05, 0.025, 0.01)
@@ -223,7 +223,7 @@ def test_mean_scale_predicts_the_variational_mean(sigma2, T):
     # ray, for the unary weights and the transitions alike (measured: 10 /
     # 1.0: c 1.647, fitted 1.744 and 1.647; 3 / 0.3: c 1.120, fitted 1.124
     # and 1.099); without c_T the Laplace stand-in is too flat
-    from skgpstruct._posterior_cv import _mean_scales
+    from skgpstruct._gpstruct.posterior_cv import _mean_scales
 
     X, y, crf, data, (s_w, s_b) = _map(sigma2)
     (c,) = _mean_scales(crf, s_w, s_b, data, [T], sigma2, np.random.default_rng(0))
@@ -238,7 +238,7 @@ def test_mean_scale_predicts_the_variational_mean(sigma2, T):
 
 def test_cv_posterior_same_numbers_whatever_n_jobs():
     # the folds run in threads: every table entry bit for bit
-    from skgpstruct._posterior_cv import cv_posterior
+    from skgpstruct._gpstruct.posterior_cv import cv_posterior
 
     X, y = _model_data(3.0, seed=2, n_sequences=60)
     data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
@@ -254,7 +254,7 @@ def test_cv_posterior_holds_one_crf_at_a_time(monkeypatch):
     # (n_features x n_labels) weights once, not once per (fold, variance)
     import weakref
 
-    from skgpstruct import _posterior_cv
+    from skgpstruct._gpstruct import posterior_cv as _posterior_cv
 
     scored = weakref.WeakSet()  # the CRFs scored so far that are still alive
     live = []

@@ -118,7 +118,7 @@ def test_gp_scaled_marginals_average_the_scaled_draws(data, approximation):
     scaled = _scaled_copy(gp, s)
     got = scaled.predict_marginals(X_te[:3])
     # reference: the unscaled posterior draws, scaled, through forward-backward
-    from skgpstruct._sequences import SequenceData
+    from skgpstruct._input.sequences import SequenceData
 
     d = SequenceData.from_sequences(X_te[:3], n_features=gp.n_features_in_)
     b, Sigma = gp._sequence_moments(d)

@@ -154,7 +154,7 @@ def test_path_estimates_take_n_paths(data, monkeypatch):
     assert_array_equal(crf.predict_uncertainty(X_te, per="path", n_paths=5),
                        crf.predict_uncertainty(X_te, per="path"))
     # it reaches the estimator of every sequence
-    from skgpstruct import _gp_predict
+    from skgpstruct._gpstruct import predict as _gp_predict
 
     seen = []
     real = _gp_predict.chain.mixture_path_entropy

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from skgpstruct._validation import (
+from skgpstruct._input.validation import (
     check_sequences,
     check_X_sequences,
     stack_sequences,

@@ -18,7 +18,7 @@ marginal), except a RandomizedCRFTagger with ``beam_size``, whose marginals
 are those of the chain restricted to the beam and its path probabilities the
 full chain's. The N best paths are searched under the tagger's point
 potentials (private hooks ``_check_X`` and ``_decode_potentials``,
-:mod:`skgpstruct._decoders`: the CRF's, or the GP tagger's posterior-mean
+:mod:`skgpstruct._tagging.decoders`: the CRF's, or the GP tagger's posterior-mean
 potentials), then scored by ``predict_path_proba``.
 """
 
@@ -26,7 +26,7 @@ import sys
 
 import numpy as np
 
-from .._decoders import _dense
+from .._tagging.decoders import _dense
 from ._common import (CLIError, check_column_counts, input_path, read_columns, read_input,
                       relay_warnings)
 from ._model import load_model

@@ -4,7 +4,7 @@ import contextlib
 import os
 import sys
 
-from ..datasets._text import _FileDecodeError
+from .._input.text import _FileDecodeError
 from ..features._crfpp import _MACRO
 from ._common import CLIError, input_path, relay_warnings
 from ._model import check_model_path, save_model

@@ -8,7 +8,10 @@ position. Batched forms take ``U`` of shape ``(S, T, V)`` with ``B`` of shape
 ``(V, V)`` (shared) or ``(S, V, V)``.
 """
 
-from . import exact, paths, pseudo, randomized
+from . import exact
+from . import paths
+from . import pseudo
+from . import randomized
 from .backend import get_backend
 from .nbest import nbest_viterbi
 from .exact import *  # noqa: F401,F403  (the names of exact.__all__)

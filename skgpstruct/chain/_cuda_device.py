@@ -1,7 +1,7 @@
 """Device plumbing and input checks of the CUDA chain functions (numba.cuda).
 
 Every transfer and launch of :mod:`skgpstruct.chain.cuda` and
-:mod:`skgpstruct.chain._cuda_randomized` goes through the functions below
+:mod:`skgpstruct.chain.randomized._cuda` goes through the functions below
 (the test that compiles every kernel for a real GPU replaces them), and
 :class:`DeviceChains` holds the lengths and labels of a batch on the GPU.
 Imported only on demand: it imports numba.cuda.
@@ -11,7 +11,7 @@ import numpy as np
 from numba import cuda
 from numba.core import config as _numba_config
 
-from ._utils import _as_real_array, check_labels, check_lengths
+from .._input.arrays import _as_real_array, check_labels, check_lengths
 
 __all__ = ["DeviceChains"]
 
@@ -146,7 +146,7 @@ class DeviceChains:
     y : array-like of int of shape (n_tokens,), default=None
         Stacked labels (non-negative), used by
         :func:`~skgpstruct.chain.cuda.log_likelihood_grad_ragged` and
-        :func:`~skgpstruct.chain._cuda_randomized.rdp_loss_grad_ragged` when
+        :func:`~skgpstruct.chain.randomized._cuda.rdp_loss_grad_ragged` when
         their ``y`` is None.
 
     Attributes

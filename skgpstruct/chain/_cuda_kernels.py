@@ -22,7 +22,7 @@ scratch live in global memory; the per-step label vector and the block
 reductions in dynamic shared memory. Reductions assume a power-of-two block.
 
 The randomized training pass (:func:`rdp_select` then :func:`rdp_fb`)
-mirrors :func:`skgpstruct.chain._rdp_batch.rdp_loss_grad_ragged`: one thread
+mirrors :func:`skgpstruct.chain.randomized._batch_kernels.rdp_loss_grad_ragged`: one thread
 per token builds the proposal, the deterministic states and the sampled
 slots from the same uniforms; then one block per sequence runs the
 forward-backward on the sub-lattice in log space (the CPU's scaled pass with
@@ -57,7 +57,7 @@ def kernels(dtype):
         ``marginals``, ``viterbi``, ``rdp_select``, ``rdp_fb``) and the
         device functions they call.
     """
-    from ._cuda_rdp_kernels import (
+    from .randomized._cuda_kernels import (
         rdp_backward_steps,
         rdp_fb_kernel,
         rdp_forward_steps,

@@ -6,7 +6,7 @@ one array, all inside numba (``njit(cache=True, nogil=True)``, float64, no
 fastmath). The public wrappers with their validation and documentation are
 in :mod:`skgpstruct.chain.exact`; the numpy references in
 :mod:`skgpstruct.chain._reference`. Forward-backward of ``exact`` runs in
-linear space (:mod:`skgpstruct.chain._linear_kernels`), which calls the
+linear space (:mod:`skgpstruct.chain._linear_space_kernels`), which calls the
 single-sequence cores here for the sequences it cannot compute safely;
 ``_fb_kernel`` and ``_fb_ragged_kernel`` are kept as the log-space
 baseline of the tests and ``benchmarks/chain_kernels.py``.

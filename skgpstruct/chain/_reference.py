@@ -23,7 +23,7 @@ import itertools
 
 import numpy as np
 
-from ._utils import check_labels, check_potentials
+from .._input.arrays import check_labels, check_potentials
 
 __all__ = [
     "forward_log_ref",

@@ -1,7 +1,7 @@
 """One choice of device for the chain dynamic programmes.
 
 :func:`get_backend` resolves ``device`` (``"cpu"``, ``"cuda"`` or
-``"auto"``, with :func:`skgpstruct._device.resolve_device`) and returns an
+``"auto"``, with :func:`skgpstruct._utils.device.resolve_device`) and returns an
 object whose methods have the same signatures and results on both devices:
 
 * ``log_likelihood_grad_ragged(U, lengths, B, y)`` -> ``(values, grad_U, grad_B)``
@@ -32,7 +32,7 @@ Examples
 array([0, 1, 2])
 """
 
-from .._device import resolve_device
+from .._utils.device import resolve_device
 from . import exact
 from .randomized import _pass
 
@@ -79,7 +79,7 @@ class CPUBackend(_Backend):
                                     proposal="local+global", seeds):
         """:func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged`."""
         from .randomized._types import _check_unary
-        from ._utils import check_labels
+        from .._input.arrays import check_labels
 
         U = _check_unary(U)
         p = _pass.prepare(U.shape, lengths, transitions, n_top, n_sampled, proposal, seeds)
@@ -131,7 +131,8 @@ class CUDABackend(_Backend):
                                     proposal="local+global", seeds):
         """:func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged` on the
         GPU (float32 ``U`` computes in float32)."""
-        from . import _cuda_randomized, _cuda_device
+        from .randomized import _cuda as _cuda_randomized
+        from . import _cuda_device
 
         d_U, _, n_tokens, N = _cuda_device._check_U(U)
         p = _pass.prepare((n_tokens, N), lengths, transitions, n_top, n_sampled, proposal,
@@ -148,7 +149,7 @@ def get_backend(device="cpu"):
     Parameters
     ----------
     device : {"cpu", "cuda", "auto"} or backend, default="cpu"
-        Resolved with :func:`skgpstruct._device.resolve_device` (``"auto"``
+        Resolved with :func:`skgpstruct._utils.device.resolve_device` (``"auto"``
         is the GPU when numba.cuda can use one); a backend is returned as is.
 
     Returns

@@ -10,7 +10,7 @@ from numbers import Integral
 
 import numpy as np
 
-from ._utils import check_potentials
+from .._input.arrays import check_potentials
 from .randomized._types import _check_transitions, _check_unary
 
 __all__ = ["beam_states", "beam_viterbi"]

@@ -9,7 +9,7 @@ transitions ``B`` shared by all chains, shape ``(n_labels, n_labels)``, or
 one per chain, shape ``(n_chains, n_labels, n_labels)`` (every (sequence,
 sample) pair of a GPstruct minibatch is one chain with its own sampled
 ``B``). The randomized training pass on the GPU is
-:mod:`skgpstruct.chain._cuda_randomized`; code that should run on either
+:mod:`skgpstruct.chain.randomized._cuda`; code that should run on either
 device goes through :func:`skgpstruct.chain.backend.get_backend`.
 
 This module is imported only on demand (``import skgpstruct`` does not

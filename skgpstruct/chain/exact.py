@@ -25,7 +25,7 @@ rejected with a ValueError.
 The kernels are numba ``njit(cache=True, nogil=True)`` functions.
 Forward-backward (``marginals``, ``log_likelihood(_grad)``,
 ``log_partition`` and the ragged forms) runs in scaled linear space
-(:mod:`skgpstruct.chain._linear_kernels`: the potentials exponentiated once,
+(:mod:`skgpstruct.chain._linear_space_kernels`: the potentials exponentiated once,
 the forward vectors normalised at every step) wherever the ranges of the
 potentials bound every quantity away from under- and overflow, and
 otherwise, per sequence, by the log-space kernels of
@@ -44,14 +44,14 @@ references live in :mod:`skgpstruct.chain._reference`.
 
 import numpy as np
 
-from . import _linear_kernels as _lin
+from . import _linear_space_kernels as _lin
 from ._exact_kernels import (
     _backward_kernel,
     _forward_kernel,
     _viterbi_kernel,
     _viterbi_ragged_kernel,
 )
-from ._utils import _as_real_array, check_labels, check_lengths, check_potentials
+from .._input.arrays import _as_real_array, check_labels, check_lengths, check_potentials
 
 __all__ = [
     "forward_log",

@@ -22,7 +22,7 @@ plain-numpy reference and a brute-force enumeration check it in the tests.
 import numpy as np
 from numba import njit
 
-from ._utils import check_potentials
+from .._input.arrays import check_potentials
 
 __all__ = ["nbest_viterbi"]
 

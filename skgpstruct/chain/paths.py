@@ -12,7 +12,7 @@ import numpy as np
 from scipy.special import logsumexp
 from sklearn.utils import check_random_state
 
-from ._utils import check_labels, check_potentials
+from .._input.arrays import check_labels, check_potentials
 from .exact import forward_log, log_partition, marginals
 
 __all__ = ["sample_paths", "path_entropy", "paths_log_likelihood", "mixture_path_entropy",

@@ -47,7 +47,7 @@ for structured Gaussian process models. AISTATS 2017, arXiv:1609.04289.
 import numpy as np
 from numba import njit
 
-from ._utils import check_labels, check_potentials
+from .._input.arrays import check_labels, check_potentials
 from ._exact_kernels import _load, _lse
 
 __all__ = ["pseudo_log_likelihood", "pseudo_log_likelihood_grad"]

@@ -9,7 +9,7 @@ token) of morphological tagging.
 import os
 import re
 
-from ._text import _as_path_list, _read_text, _split_lines
+from .._input.text import _as_path_list, _read_text, _split_lines
 
 __all__ = ["load_conllu"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from ._text import _COLUMN_SEP, _read_text, _split_lines
+from .._input.text import _COLUMN_SEP, _read_text, _split_lines
 
 __all__ = ["load_gpstruct"]
 

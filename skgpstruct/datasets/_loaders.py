@@ -13,7 +13,7 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ._gpstruct_files import _PYGPSTRUCT_N_FEATURES, load_gpstruct
-from ._text import _COLUMN_SEP, _as_path_list, _read_text, _split_lines
+from .._input.text import _COLUMN_SEP, _as_path_list, _read_text, _split_lines
 
 __all__ = ["get_data_home", "load_benchmark", "load_crfpp", "load_gpstruct"]
 

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval
 
-from ..datasets._text import _read_text
+from .._input.text import _read_text
 from ._common import _check_sequence_list, _SequenceFeatures, _vocabulary_from_counts
 
 __all__ = ["CRFppTemplate"]

@@ -21,7 +21,14 @@ chunked sum):
   GPStructTagger minimises.
 """
 
-from . import elbo, ell, inducing, kernels, kl, sampling, terms, variational
+from . import elbo
+from . import ell
+from . import inducing
+from . import kernels
+from . import kl
+from . import sampling
+from . import terms
+from . import variational
 from .elbo import *  # noqa: F403
 from .ell import *  # noqa: F403
 from .inducing import *  # noqa: F403

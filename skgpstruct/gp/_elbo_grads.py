@@ -25,7 +25,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 from scipy.linalg.blas import dtrmm
 
-from .._parallel import small_blas
+from .._utils.parallel import small_blas
 
 __all__ = []
 

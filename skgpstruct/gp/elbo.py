@@ -22,7 +22,7 @@ finite-difference tests check this very function.
 import numpy as np
 from sklearn.gaussian_process.kernels import ConstantKernel, Product
 
-from .._parallel import chunk_blas_limits, chunked_sum
+from .._utils.parallel import chunk_blas_limits, chunked_sum
 from .ell import _check_labels, _check_likelihood, _ell
 from .kl import _mixture_kl, transition_kl
 from .sampling import draw_normals
@@ -241,7 +241,7 @@ class ELBOObjective:
             Runs chunks of ``CHUNK_SEQUENCES`` sequences on threads; the
             sum is taken in chunk order and BLAS runs one thread whenever
             there are several chunks, whether ``parallel`` is given or not
-            (:func:`~skgpstruct._parallel.chunk_blas_limits`), so the result
+            (:func:`~skgpstruct._utils.parallel.chunk_blas_limits`), so the result
             does not depend on ``n_jobs``.
 
         Returns

@@ -33,7 +33,7 @@ contracted entry by entry with ``dK / dtheta`` (see
 
 import numpy as np
 
-from .._parallel import small_blas
+from .._utils.parallel import small_blas
 from . import _elbo_grads as _g
 from .sampling import _check_draws, _sample_unary
 from .terms import _posterior_shape, jittered_cholesky

@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from sklearn.cluster import KMeans, MiniBatchKMeans, kmeans_plusplus
 from sklearn.utils import check_array, check_random_state
 
-from .._parallel import small_blas
+from .._utils.parallel import small_blas
 
 __all__ = ["init_inducing_points", "unique_rows"]
 

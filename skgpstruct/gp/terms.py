@@ -26,8 +26,8 @@ import scipy.sparse as sp
 from scipy.linalg import LinAlgError, block_diag, cholesky, solve_triangular
 from sklearn.gaussian_process.kernels import ConstantKernel, Product
 
-from ..chain._utils import check_lengths
-from .._parallel import small_blas
+from .._input.arrays import check_lengths
+from .._utils.parallel import small_blas
 from . import _elbo_grads as _g
 from .kernels import kernel_gradient_contract
 

@@ -38,7 +38,7 @@ import threading
 import numpy as np
 import scipy.sparse as sp
 
-from .._parallel import chunk_blas_limits, chunked_sum
+from .._utils.parallel import chunk_blas_limits, chunked_sum
 from . import _dense_pairs as _dense
 from . import _elbo_grads as _g
 from . import _weight_space_long as _long

@@ -53,8 +53,10 @@ if not (numba_config.ENABLE_CUDASIM or numba.cuda.is_available()):
     )
 
 from skgpstruct import RandomizedCRFTagger, chain  # noqa: E402
-from skgpstruct._sequences import SequenceData  # noqa: E402
-from skgpstruct.chain import _cuda_device, _cuda_randomized, _rdp_batch  # noqa: E402
+from skgpstruct._input.sequences import SequenceData  # noqa: E402
+from skgpstruct.chain import _cuda_device
+from skgpstruct.chain.randomized import _cuda as _cuda_randomized
+from skgpstruct.chain.randomized import _batch_kernels as _rdp_batch# noqa: E402
 from skgpstruct.chain import cuda as chain_cuda  # noqa: E402
 from skgpstruct.chain import randomized as rdp  # noqa: E402
 from skgpstruct.datasets import make_chain_data  # noqa: E402
@@ -570,7 +572,8 @@ _TYPECHECK = textwrap.dedent("""
     CC = (7, 0)
     # device functions ask the (absent) GPU for its compute capability
     dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=CC)
-    from skgpstruct.chain import _cuda_device as dev, _cuda_randomized, cuda as cc
+    from skgpstruct.chain import _cuda_device as dev, cuda as cc
+    from skgpstruct.chain.randomized import _cuda as _cuda_randomized
     from skgpstruct.chain._cuda_kernels import kernels
 
     seen = {}

@@ -11,7 +11,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from skgpstruct import chain
 from skgpstruct.chain import _exact_kernels as logk
-from skgpstruct.chain import _linear_kernels as link
+from skgpstruct.chain import _linear_space_kernels as link
 from skgpstruct.chain import _reference as ref
 from skgpstruct.chain import exact
 

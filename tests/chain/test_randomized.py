@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from skgpstruct.chain import _randomized_kernels as K
+from skgpstruct.chain.randomized import _kernels as K
 from skgpstruct.chain._reference import (
     brute_force_log_partition,
     brute_force_marginals,

@@ -127,7 +127,7 @@ def test_seeded_uniforms_are_randomstates_numbers():
     bit for bit, for ragged sequences, extreme seeds, and from threads."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from skgpstruct.chain._rdp_batch import seeded_uniforms
+    from skgpstruct.chain.randomized._batch_kernels import seeded_uniforms
 
     lengths = [3, 1, 7, 2, 5]
     offsets = np.r_[0, np.cumsum(lengths)]

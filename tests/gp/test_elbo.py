@@ -904,7 +904,7 @@ def test_small_blas_limit_is_restored_under_threads():
 
     from threadpoolctl import threadpool_info
 
-    from skgpstruct import _parallel as par
+    from skgpstruct._utils import parallel as par
 
     def blas_threads():
         return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
@@ -937,7 +937,7 @@ def test_small_blas_scans_the_libraries_once(monkeypatch):
     # limiter makes one, at its first use, and still limits and restores.
     from threadpoolctl import ThreadpoolController, threadpool_info
 
-    from skgpstruct import _parallel as par
+    from skgpstruct._utils import parallel as par
 
     made = []
 

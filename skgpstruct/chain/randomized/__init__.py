@@ -44,7 +44,10 @@ References
    with Randomization", ICML 2022, arXiv:2112.03638.
 """
 
-from . import _types, algorithms, proposals, training
+from . import _types
+from . import algorithms
+from . import proposals
+from . import training
 from ._types import *  # noqa: F401,F403  (the names of _types.__all__)
 from .algorithms import *  # noqa: F401,F403
 from .proposals import *  # noqa: F401,F403

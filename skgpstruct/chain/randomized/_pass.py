@@ -5,7 +5,7 @@
 arrays the kernels read (the proposal code and global vector, the
 deterministic slot count, the uniforms of every sequence drawn from its own
 seed, ``exp(B - max B)`` for dense transitions); :func:`cpu_pass` runs the
-numba kernel :func:`skgpstruct.chain._rdp_batch.rdp_loss_grad_ragged` on
+numba kernel :func:`skgpstruct.chain.randomized._batch_kernels.rdp_loss_grad_ragged` on
 them and :func:`finish` checks and packs the results.
 """
 
@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._rdp_batch import proposal_code, rdp_loss_grad_ragged, seeded_uniforms
-from .._utils import check_lengths
+from ._batch_kernels import proposal_code, rdp_loss_grad_ragged, seeded_uniforms
+from ..._input.arrays import check_lengths
 from ._types import LowRankTransitions, _check_sizes, _check_transitions
 from .proposals import make_proposal
 
@@ -43,7 +43,7 @@ class TrainingInputs(NamedTuple):
 
 def _uniforms(offsets, k2, seeds):
     """Uniforms of the sampled slots; sequence ``n`` draws its rows from
-    ``RandomState(seeds[n])`` (:func:`~skgpstruct.chain._rdp_batch.seeded_uniforms`,
+    ``RandomState(seeds[n])`` (:func:`~skgpstruct.chain.randomized._batch_kernels.seeded_uniforms`,
     the same numbers), so the draw does not depend on the batching."""
     seeds = np.asarray(seeds)
     n_seq = offsets.shape[0] - 1

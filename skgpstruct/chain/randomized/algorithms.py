@@ -6,14 +6,14 @@ baseline :func:`topk_log_partition`), its gradient by the matching backward
 pass (:func:`randomized_marginals`), the randomized entropy (Alg. 3) and
 Gumbel backward sampling (Alg. 4). Each draws (or reuses) index sets from
 :mod:`skgpstruct.chain.randomized.proposals` and runs the numba kernels of
-:mod:`skgpstruct.chain._randomized_kernels` on them.
+:mod:`skgpstruct.chain.randomized._kernels` on them.
 """
 
 from numbers import Real
 
 import numpy as np
 
-from .. import _randomized_kernels as _k
+from . import _kernels as _k
 from ._types import (
     RandomizedForward,
     RandomizedGumbelSample,

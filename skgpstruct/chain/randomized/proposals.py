@@ -9,8 +9,8 @@ of :mod:`skgpstruct.chain.randomized.algorithms` run on these sub-lattices.
 
 import numpy as np
 
-from .. import _randomized_kernels as _k
-from .._utils import check_labels
+from . import _kernels as _k
+from ..._input.arrays import check_labels
 from ._types import (
     IndexSets,
     _check_real,

@@ -5,8 +5,8 @@ sequences, ``log Z-hat_n - score_n(y_n)`` where ``log Z-hat_n`` is the
 randomized estimate of the log-partition function on a sub-lattice that
 keeps the gold labels. :func:`randomized_loss_grad_ragged` computes these
 losses and their gradient for sequences stacked in one array, on the CPU
-(one serial, ``nogil`` numba call, :mod:`skgpstruct.chain._rdp_batch`) or
-the GPU (:mod:`skgpstruct.chain._cuda_randomized`), chosen by
+(one serial, ``nogil`` numba call, :mod:`skgpstruct.chain.randomized._batch_kernels`) or
+the GPU (:mod:`skgpstruct.chain.randomized._cuda`), chosen by
 :func:`skgpstruct.chain.backend.get_backend`.
 """
 

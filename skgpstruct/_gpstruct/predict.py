@@ -12,17 +12,17 @@ from joblib import delayed
 from scipy.special import logsumexp
 from sklearn.utils.validation import check_is_fitted
 
-from . import chain
-from ._predict import entropy, renormalize_rows
-from ._parallel import small_blas
-from ._sequences import SequenceData, sequence_seeds
-from .gp._weight_space_long import WeightSpaceCovariance
-from .gp.ell import expected_log_likelihood
-from .gp._sparse_support import _check_sparse_support
-from .gp.kl import mixture_kl, transition_kl
-from .gp.sampling import draw_normals, sample_potentials
-from .gp.terms import compute_gp_terms, jittered_cholesky, sequence_marginals
-from .likelihoods import get_likelihood
+from .. import chain
+from .._tagging.predict import entropy, renormalize_rows
+from .._utils.parallel import small_blas
+from .._input.sequences import SequenceData, sequence_seeds
+from ..gp._weight_space_long import WeightSpaceCovariance
+from ..gp.ell import expected_log_likelihood
+from ..gp._sparse_support import _check_sparse_support
+from ..gp.kl import mixture_kl, transition_kl
+from ..gp.sampling import draw_normals, sample_potentials
+from ..gp.terms import compute_gp_terms, jittered_cholesky, sequence_marginals
+from ..likelihoods import get_likelihood
 
 __all__ = ["GPPredictMixin"]
 
@@ -164,7 +164,7 @@ class GPPredictMixin:
         :data:`PREDICT_CHUNK_SEQUENCES` sequences: their positions in
         ``data``, ``data.subset(idx)`` and its :meth:`_sequence_moments`.
         A sequence's moments and seed depend on that sequence alone (see
-        :meth:`_sequence_moments`, :func:`~skgpstruct._sequences.sequence_seeds`),
+        :meth:`_sequence_moments`, :func:`~skgpstruct._input.sequences.sequence_seeds`),
         so chunking changes no number; only one chunk's covariances are
         held at a time."""
         for idx, sub in self._chunks(data):

@@ -1,7 +1,7 @@
 """GPStructTagger's inducing-point form: starting posterior, objective, store.
 
 A mixin of :class:`~skgpstruct.GPStructTagger`, as
-:mod:`skgpstruct._gp_features` is for the weight-space form, kept apart so
+:mod:`skgpstruct._gpstruct.weight_space_form` is for the weight-space form, kept apart so
 that the estimator module holds the parameters and the shared fit loop; the
 maths is in :mod:`skgpstruct.gp` (:class:`~skgpstruct.gp.elbo.ELBOObjective`).
 """
@@ -10,12 +10,12 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.gaussian_process.kernels import ConstantKernel
 
-from .gp.elbo import ELBOObjective
-from .gp.inducing import init_inducing_points
-from .gp._sparse_support import _check_sparse_support
-from .gp.kernels import LinearKernel
-from .gp.terms import inducing_cholesky, split_kernel_scale, stable_jitter
-from .gp.variational import (
+from ..gp.elbo import ELBOObjective
+from ..gp.inducing import init_inducing_points
+from ..gp._sparse_support import _check_sparse_support
+from ..gp.kernels import LinearKernel
+from ..gp.terms import inducing_cholesky, split_kernel_scale, stable_jitter
+from ..gp.variational import (
     VariationalLayout,
     VariationalParams,
     init_variational_params,

@@ -17,13 +17,13 @@ from joblib import delayed, effective_n_jobs
 from scipy.linalg import solve_triangular
 from sklearn.utils.validation import check_is_fitted
 
-from . import chain
-from ._memory import MemoryBudgetError, memory_budget
-from ._gp_predict import alone_sequence
-from ._parallel import small_blas
-from ._sequences import sequence_seeds
-from .chain.paths import _information_gain, _prepare_target, _weights
-from .gp.terms import jittered_cholesky
+from .. import chain
+from .._utils.memory import MemoryBudgetError, memory_budget
+from .predict import alone_sequence
+from .._utils.parallel import small_blas
+from .._input.sequences import sequence_seeds
+from ..chain.paths import _information_gain, _prepare_target, _weights
+from ..gp.terms import jittered_cholesky
 
 __all__ = ["InformationGainMixin"]
 
@@ -68,7 +68,7 @@ class InformationGainMixin:
         the model's covariances as noise. Every draw is seeded by
         ``predict_seed_`` (a weight's by its feature, a token's noise and a
         sequence's sampled paths by its :func:`sequence seed
-        <skgpstruct._sequences.sequence_seeds>`), so a sequence's value
+        <skgpstruct._input.sequences.sequence_seeds>`), so a sequence's value
         depends on that sequence, ``X_target`` and the model only. It is an
         estimate from those draws: a sequence that shares no feature with
         the target (nor, with a point-mass transition posterior, anything
@@ -112,7 +112,7 @@ class InformationGainMixin:
         MemoryBudgetError
             If the draws of the potentials of ``X`` and ``X_target`` (and,
             in the inducing-point form, the covariance of the target's
-            tokens) would not fit in :func:`~skgpstruct._memory.memory_budget`
+            tokens) would not fit in :func:`~skgpstruct._utils.memory.memory_budget`
             (lower ``n_predict_samples`` or pass a smaller ``X_target``).
         """
         check_is_fitted(self, self._fitted_attribute)
@@ -183,7 +183,7 @@ class InformationGainMixin:
         ``data``, the weights of a draw shared by all tokens (each feature's
         draws seeded by the feature), plus each token's jitter noise (seeded
         by its sequence's entry of ``seeds``, from
-        :func:`~skgpstruct._sequences.sequence_seeds`)."""
+        :func:`~skgpstruct._input.sequences.sequence_seeds`)."""
         S, V = self.n_predict_samples, len(self.classes_)
         X = self._feature_design(data.X_flat).tocsc()
         cols = np.flatnonzero(np.diff(X.indptr))

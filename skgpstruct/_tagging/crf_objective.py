@@ -10,9 +10,9 @@ prediction.
 import numpy as np
 import scipy.sparse as sp
 
-from ._parallel import map_chunks
-from .chain import randomized as rdp
-from .chain.backend import get_backend
+from .._utils.parallel import map_chunks
+from ..chain import randomized as rdp
+from ..chain.backend import get_backend
 
 __all__ = ["CRFObjectiveMixin"]
 

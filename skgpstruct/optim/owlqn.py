@@ -57,7 +57,7 @@ from collections import deque
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
-from .optim import FitInterrupted, warn_max_iter
+from ._lbfgs import FitInterrupted, warn_max_iter
 
 __all__ = ["minimize_owlqn", "pseudo_gradient"]
 
@@ -89,7 +89,7 @@ def pseudo_gradient(x, grad, l1):
     Examples
     --------
     >>> import numpy as np
-    >>> from skgpstruct._owlqn import pseudo_gradient
+    >>> from skgpstruct.optim.owlqn import pseudo_gradient
     >>> pseudo_gradient(np.array([1.0, -1.0, 0.0, 0.0, 0.0]),
     ...                 np.array([0.5, 0.5, 0.5, 2.0, -2.0]), 1.0).tolist()
     [1.5, -0.5, 0.0, 1.0, -1.0]
@@ -197,7 +197,7 @@ def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-6, callback=None, memory
     Examples
     --------
     >>> import numpy as np
-    >>> from skgpstruct._owlqn import minimize_owlqn
+    >>> from skgpstruct.optim.owlqn import minimize_owlqn
     >>> target = np.array([3.0, 0.5, -2.0])
     >>> x, n_iter, _ = minimize_owlqn(
     ...     lambda x: (0.5 * float((x - target) @ (x - target)), x - target),

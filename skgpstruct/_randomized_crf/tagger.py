@@ -21,16 +21,16 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
-from ._crf_objective import CRFObjectiveMixin
-from ._decoders import _dense
-from ._parallel import small_blas
-from ._sequences import SequenceData
-from ._rdp_sparse import RowSparseAdaGradMixin
-from .chain import randomized as rdp
-from .chain.beam import beam_states
-from .chain.backend import get_backend
-from .optim import make_optimizer
+from .._tagging.base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
+from .._tagging.crf_objective import CRFObjectiveMixin
+from .._tagging.decoders import _dense
+from .._utils.parallel import small_blas
+from .._input.sequences import SequenceData
+from .sparse_adagrad import RowSparseAdaGradMixin
+from ..chain import randomized as rdp
+from ..chain.beam import beam_states
+from ..chain.backend import get_backend
+from ..optim import make_optimizer
 
 __all__ = ["RandomizedCRFTagger"]
 
@@ -452,7 +452,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         """``{(feature index, label): weight}`` of the non-zero unary weights,
         as sklearn-crfsuite's ``state_features_`` (names:
         :func:`skgpstruct.inspection.state_features`)."""
-        from .inspection import state_features
+        from ..inspection import state_features
 
         return state_features(self)
 
@@ -460,7 +460,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
     def transition_features_(self):
         """``{(label_from, label_to): weight}``, as sklearn-crfsuite's
         ``transition_features_``."""
-        from .inspection import transition_features
+        from ..inspection import transition_features
 
         return transition_features(self)
 

@@ -3,7 +3,7 @@
 Built per floating type by :func:`skgpstruct.chain._cuda_kernels.kernels`
 (which documents the layouts and constants). :func:`rdp_select_kernel`
 builds every token's sub-lattice slots as
-:func:`skgpstruct.chain._rdp_batch.rdp_loss_grad_ragged` does, and
+:func:`skgpstruct.chain.randomized._batch_kernels.rdp_loss_grad_ragged` does, and
 :func:`rdp_fb_kernel` runs the log-space forward-backward on each
 sequence's sub-lattice and adds the gradient into the caller's arrays
 (transition gradients with atomic additions, so on a GPU their last bits

@@ -3,9 +3,9 @@ rows of the features a minibatch uses.
 
 A mixin of :class:`~skgpstruct.RandomizedCRFTagger` (``optimizer="adagrad"``),
 kept apart so that the estimator module holds the parameters and the
-other optimisers (the dense objective is :mod:`skgpstruct._crf_objective`). A minibatch's loss reads, and its
+other optimisers (the dense objective is :mod:`skgpstruct._tagging.crf_objective`). A minibatch's loss reads, and its
 gradient touches, only the weight rows of the features its tokens use
-(:func:`_used_columns`); :class:`~skgpstruct._sparse_optim.ProximalAdaGrad`
+(:func:`_used_columns`); :class:`~skgpstruct.optim.proximal.ProximalAdaGrad`
 applies the penalty's steps that the other rows missed when they are next
 used, so a step costs the minibatch's features, not the vocabulary.
 """
@@ -13,9 +13,9 @@ used, so a step costs the minibatch's features, not the vocabulary.
 import numpy as np
 import scipy.sparse as sp
 
-from ._base import fit_epochs
-from ._parallel import map_chunks
-from ._sparse_optim import ProximalAdaGrad, RowSparseGradient
+from .._tagging.base import fit_epochs
+from .._utils.parallel import map_chunks
+from ..optim.proximal import ProximalAdaGrad, RowSparseGradient
 
 __all__ = ["RowSparseAdaGradMixin"]
 
@@ -92,7 +92,7 @@ class RowSparseAdaGradMixin:
 
     def _fit_adagrad(self, data, theta, n_rows, rng, parallel, monitor):
         """Epochs of proximal AdaGrad on minibatches, lazy on the weight rows
-        (:class:`~skgpstruct._sparse_optim.ProximalAdaGrad`): a step costs
+        (:class:`~skgpstruct.optim.proximal.ProximalAdaGrad`): a step costs
         the features its minibatch uses, not the whole vocabulary. Same
         objective as :meth:`_fit_stochastic` (per-sequence loss, the penalty
         ``c2 / n ||theta||^2 + c1 / n ||theta||_1`` per sequence, by its

@@ -63,7 +63,7 @@ def cuda_status():
 
     Examples
     --------
-    >>> from skgpstruct._device import cuda_status
+    >>> from skgpstruct._utils.device import cuda_status
     >>> available, reason = cuda_status()
     >>> isinstance(available, bool)
     True
@@ -96,7 +96,7 @@ def resolve_device(device):
 
     Examples
     --------
-    >>> from skgpstruct._device import resolve_device
+    >>> from skgpstruct._utils.device import resolve_device
     >>> resolve_device("cpu")
     'cpu'
     >>> resolve_device("auto") in ("cpu", "cuda")

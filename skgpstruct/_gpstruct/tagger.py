@@ -16,20 +16,20 @@ from sklearn.gaussian_process.kernels import Kernel
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._base import (
+from .._tagging.base import (
     SequenceTaggerMixin,
     box_projection,
     fit_epochs,
     fit_lbfgs,
     minibatches,
 )
-from ._gp_features import FeatureFormMixin
-from ._gp_inducing import InducingFormMixin
-from ._gp_information import InformationGainMixin
-from ._gp_predict import GPPredictMixin
-from ._memory import check_fit_memory
-from .likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
-from .optim import make_optimizer
+from .weight_space_form import FeatureFormMixin
+from .inducing_form import InducingFormMixin
+from .information_gain import InformationGainMixin
+from .predict import GPPredictMixin
+from .._utils.memory import check_fit_memory
+from ..likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
+from ..optim import make_optimizer
 
 __all__ = ["GPStructTagger"]
 
@@ -73,7 +73,7 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, InformationGainMixin,
         within one standard error of the lowest (with
         ``temperature="auto"`` the posterior's held-out marginals then
         choose among the variances of that band, see ``temperature``)
-        (:func:`skgpstruct._variance_cv.cv_prior_variance`; 30
+        (:func:`skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`; 30
         fits of a plain CRF, a few seconds on the benchmark folds; the
         table is kept in ``variance_cv_results_``; with fewer than two
         training sequences, or no fold with two labels in training and one
@@ -220,7 +220,7 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, InformationGainMixin,
         the lowest, and there whose held-out calibration error (ECE, 15
         bins) is within one standard error of the lowest, the warmest ``T``
         (at it the lowest calibration error)
-        (:func:`skgpstruct._posterior_cv.cv_posterior`: the Laplace
+        (:func:`skgpstruct._gpstruct.posterior_cv.cv_posterior`: the Laplace
         posterior of each fold's CRF scaled by each ``T``, its mean moved
         out along the mode as far as the variational fit's moves under that
         spread, 32 draws; 5 to 25 s on the benchmark folds; the table is
@@ -322,7 +322,7 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, InformationGainMixin,
     temperature_cv_results_ : dict or None
         Weight-space form only (absent after an inducing-point fit); with
         ``temperature="auto"`` and ``kernel_variance="cv"``: the
-        results of :func:`skgpstruct._posterior_cv.cv_posterior`
+        results of :func:`skgpstruct._gpstruct.posterior_cv.cv_posterior`
         (``"variance"``, ``"temperature"``, and per pair ``"log_loss"``,
         ``"log_loss_se"``, ``"calibration_error"``,
         ``"calibration_error_se"``, ``"mean_scale"``), or None when the
@@ -366,7 +366,7 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, InformationGainMixin,
         ``predict_marginals``, ``predict`` (``decode="marginal"``),
         ``score``, ``predict_uncertainty`` and ``elbo`` come, per sequence,
         from a seed hashed from ``predict_seed_`` and the sequence's own
-        features (:func:`skgpstruct._sequences.sequence_seeds`): a fitted
+        features (:func:`skgpstruct._input.sequences.sequence_seeds`): a fitted
         model gives the same output for a sequence on every call, whatever
         else is in the batch and whatever ``n_jobs`` is, bit for bit (the
         posterior moments are computed per sequence in both forms; ``elbo``

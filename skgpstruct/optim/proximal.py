@@ -273,7 +273,7 @@ class ProximalAdaGrad:
     Examples
     --------
     >>> import numpy as np
-    >>> from skgpstruct._sparse_optim import ProximalAdaGrad
+    >>> from skgpstruct.optim.proximal import ProximalAdaGrad
     >>> x = np.array([1.0, -2.0])
     >>> opt = ProximalAdaGrad(0.5, n_rows=0, n_cols=0)
     >>> for _ in range(200):

@@ -3,13 +3,13 @@
 - :class:`ConvergenceMonitor` records the minimised objective after every
   L-BFGS iteration or epoch, logs it (and draws a progress bar) when
   verbose and applies the one stopping rule of the stochastic optimisers.
-  What a verbose fit shows, and where, is in :mod:`skgpstruct._logging`.
+  What a verbose fit shows, and where, is in :mod:`skgpstruct._utils.fit_log`.
 - :func:`fit_lbfgs` and :func:`fit_epochs` drive L-BFGS-B and the epochs of
   minibatch optimisers (Adam, SGD, SAGA) on a flat parameter vector.
 - :class:`SequenceTaggerMixin` holds the common parameter constraints, the
   shared start of ``fit`` (validation, label encoding, warm-start check,
   device, cross-parameter checks) and the sklearn tags; the prediction
-  methods come from :class:`~skgpstruct._predict.PredictMixin`.
+  methods come from :class:`~skgpstruct._tagging.predict.PredictMixin`.
 """
 
 import time
@@ -20,12 +20,12 @@ from joblib import Parallel
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._device import resolve_device
-from ._logging import current_fit, fit_logging, iteration_level, logger, progress_bar
-from ._sequences import SequenceData
-from ._owlqn import minimize_owlqn
-from ._predict import PredictMixin, entropy, renormalize_rows
-from .optim import FitInterrupted, minimize_lbfgs, warn_interrupted, warn_max_iter
+from .._utils.device import resolve_device
+from .._utils.fit_log import current_fit, fit_logging, iteration_level, logger, progress_bar
+from .._input.sequences import SequenceData
+from ..optim.owlqn import minimize_owlqn
+from .predict import PredictMixin, entropy, renormalize_rows
+from ..optim._lbfgs import FitInterrupted, minimize_lbfgs, warn_interrupted, warn_max_iter
 
 __all__ = ["ConvergenceMonitor", "SequenceTaggerMixin", "entropy", "fit_epochs", "fit_lbfgs",
            "minibatches"]
@@ -85,7 +85,7 @@ class ConvergenceMonitor:
 
     Examples
     --------
-    >>> from skgpstruct._base import ConvergenceMonitor
+    >>> from skgpstruct._tagging.base import ConvergenceMonitor
     >>> monitor = ConvergenceMonitor(tol=1e-3, max_iter=10)
     >>> for value in [10.0, 5.0, 4.999, 4.9985]:
     ...     monitor.report(value)
@@ -201,7 +201,7 @@ def fit_lbfgs(fun, x0, monitor, *, bounds=None, l1=None):
         Box per coordinate (None: unbounded; not with ``l1``).
     l1 : float or ndarray of shape (n_params,), default=None
         L1 coefficient per coordinate: minimise ``fun + sum(l1 * |x|)`` with
-        OWL-QN (:func:`~skgpstruct._owlqn.minimize_owlqn`; the same
+        OWL-QN (:func:`~skgpstruct.optim.owlqn.minimize_owlqn`; the same
         ``max_iter`` and ``tol``, the L1 term included in the values
         recorded).
 
@@ -299,7 +299,7 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
         ``epoch_value(x) -> float`` added to the epoch's objective after its
         last step (a penalty that the steps leave out). Before it, an
         optimiser with a ``synchronize(x)`` method (lazy updates,
-        :class:`~skgpstruct._sparse_optim.ProximalAdaGrad`) brings ``x`` up
+        :class:`~skgpstruct.optim.proximal.ProximalAdaGrad`) brings ``x`` up
         to date.
 
     Returns
@@ -374,7 +374,7 @@ class SequenceTaggerMixin(PredictMixin):
     ``warm_start``). ``fit`` runs :meth:`_fit_setup` (which calls the
     subclass's :meth:`_check_params`, the cross-parameter checks) and then
     ``_fit``. The mixin adds the prediction methods of
-    :class:`~skgpstruct._predict.PredictMixin` (``predict``,
+    :class:`~skgpstruct._tagging.predict.PredictMixin` (``predict``,
     ``predict_marginals``, ``predict_path_proba``, ``predict_uncertainty``,
     ``predict_single``, ``predict_marginals_single``, ``score``: flat token
     accuracy, as sklearn-crfsuite)

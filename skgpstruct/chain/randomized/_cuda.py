@@ -5,7 +5,7 @@
 given the arguments :func:`skgpstruct.chain.randomized._pass.prepare`
 builds, it runs :func:`rdp_select` and :func:`rdp_fb` of
 :mod:`skgpstruct.chain._cuda_kernels` and gives the losses and gradients of
-the CPU kernel :func:`skgpstruct.chain._rdp_batch.rdp_loss_grad_ragged` to
+the CPU kernel :func:`skgpstruct.chain.randomized._batch_kernels.rdp_loss_grad_ragged` to
 rounding (a uniform falling within rounding of a boundary of the proposal's
 cumulative sum may pick the neighbouring state).
 """
@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from . import _cuda_device as _dev
-from ._cuda_kernels import kernels
+from .. import _cuda_device as _dev
+from .._cuda_kernels import kernels
 
 __all__ = ["rdp_loss_grad_ragged"]
 
@@ -39,7 +39,7 @@ def rdp_loss_grad_ragged(U, lengths, y, B, left, right, lowrank, code, q_global,
         Low-rank transitions ``B = left @ right.T`` (used when ``lowrank``).
     lowrank : bool
     code : int
-        Proposal kind, see :func:`skgpstruct.chain._rdp_batch.proposal_code`.
+        Proposal kind, see :func:`skgpstruct.chain.randomized._batch_kernels.proposal_code`.
     q_global : array-like of shape (N,)
         The global proposal vector (unused for codes 0 and 1).
     k1 : int

@@ -1,7 +1,7 @@
 """Decoders shared by the taggers: from a fitted model to label paths.
 
 A decoder is a function ``decoder(tagger, data, backend) -> paths`` with
-``data`` the validated :class:`~skgpstruct._sequences.SequenceData` of the
+``data`` the validated :class:`~skgpstruct._input.sequences.SequenceData` of the
 sequences to label, ``backend`` a :func:`skgpstruct.chain.backend.get_backend`
 object and ``paths`` one int64 array of label indices per sequence. It asks
 the tagger for what it needs through two hooks:
@@ -24,7 +24,7 @@ the tagger for what it needs through two hooks:
 A new decoder is one function here and one entry in :data:`DECODERS`.
 """
 
-from .chain.beam import beam_viterbi
+from ..chain.beam import beam_viterbi
 
 __all__ = ["DECODERS", "decode"]
 

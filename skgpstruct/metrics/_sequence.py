@@ -1,19 +1,6 @@
-"""Metrics for lists of label sequences.
-
-Every function takes ``y_true`` and ``y_pred`` as lists of sequences (one list
-or 1-D array of labels per sequence, as the estimators' ``predict`` returns)
-and checks that they line up sequence by sequence before flattening them, so
-that a misaligned prediction is an error, not a silently wrong score. The
-scorers at the bottom (``flat_accuracy``, ...) plug into
-``GridSearchCV(scoring=...)`` and ``cross_val_score``.
-
-The calibration metrics (``marginal_log_loss``, ``marginal_brier_score``,
-``expected_calibration_error``, ``reliability_curve``, ``selective_error``,
-``risk_coverage_curve``, ``sequence_log_loss``) score the token marginals of
-``predict_marginals`` instead of the predicted labels; they take the labels of
-the marginals' columns as ``labels=`` (the estimator's ``classes_``), and
-``make_marginal_scorer`` turns any of them into a scorer.
-"""
+"""Metrics of predicted label sequences: flat token scores, sequence
+accuracy, chunk F1, and the scorers of GridSearchCV (the package facade
+:mod:`skgpstruct.metrics` re-exports them)."""
 
 import inspect
 
@@ -21,9 +8,9 @@ import numpy as np
 from sklearn import metrics as skm
 from sklearn.metrics import make_scorer
 
-from ._uncertainty_metrics import __all__ as _CALIBRATION_ALL
-from ._validation import _label_kind
-from ._uncertainty_metrics import (
+from ._uncertainty import __all__ as _CALIBRATION_ALL
+from .._input.validation import _label_kind
+from ._uncertainty import (
     expected_calibration_error,
     make_marginal_scorer,
     marginal_brier_score,

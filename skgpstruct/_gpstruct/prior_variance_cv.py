@@ -28,7 +28,7 @@ sees: it decides within the band.
 
 The posterior's averaged marginals are flatter than its mode's, so the
 variance whose mode validates best is not always the posterior's best:
-:func:`skgpstruct._posterior_cv.cv_posterior` chooses the prior variance
+:func:`skgpstruct._gpstruct.posterior_cv.cv_posterior` chooses the prior variance
 among this module's error band together with the temperature of
 GPStructTagger's cold posterior.
 """
@@ -100,7 +100,7 @@ class CannotValidate(ValueError):
 
 
 def _folds(data, n_folds, random_state, what, n_repeats=1):
-    """``(train, test)`` :class:`~skgpstruct._sequences.SequenceData` of
+    """``(train, test)`` :class:`~skgpstruct._input.sequences.SequenceData` of
     each fold of a shuffled K-fold split of the sequences whose training
     part has two labels or more and whose test part has a label of the
     training part (held-out tokens of labels unseen in training are not
@@ -177,7 +177,7 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
         ``"log_loss"`` (mean held-out negative log marginal) and ``"band"``
         (with ``"error_1se"``: whether the error is within one standard
         error of the lowest, the variances that
-        :func:`skgpstruct._posterior_cv.cv_posterior` may choose among;
+        :func:`skgpstruct._gpstruct.posterior_cv.cv_posterior` may choose among;
         otherwise the chosen variance alone) per candidate.
 
     Raises
@@ -186,7 +186,7 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
         A ValueError: fewer than 2 sequences, or no fold with two labels in
         its training part.
     """
-    from ._randomized_crf import RandomizedCRFTagger
+    from .._randomized_crf.tagger import RandomizedCRFTagger
 
     if scoring not in ("error_1se", "error", "log_loss"):
         raise ValueError("scoring must be 'error_1se', 'error' or 'log_loss', got "

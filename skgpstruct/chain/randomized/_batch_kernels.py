@@ -16,7 +16,7 @@ same maths for a stack of sequences in one serial, ``nogil`` numba call that
 * selects the deterministic states (gold first, then the top of the
   proposal; ties to the lower state, as
   :func:`~skgpstruct.chain.randomized.sample_index_sets`) and samples the
-  rest with :func:`~skgpstruct.chain._randomized_kernels.sample_slots` from
+  rest with :func:`~skgpstruct.chain.randomized._kernels.sample_slots` from
   pre-drawn uniforms,
 * runs forward-backward on the sub-lattice in scaled linear space
   (:func:`_scaled_pass`: per-position normalisers instead of log-sum-exp,
@@ -27,9 +27,9 @@ same maths for a stack of sequences in one serial, ``nogil`` numba call that
   (possible only with potentials spanning hundreds of nats: see
   :func:`_scaled_forward`), or whose normalisers under- or overflow, goes
   through the log-space kernels
-  :func:`~skgpstruct.chain._randomized_kernels.rdp_forward` and
+  :func:`~skgpstruct.chain.randomized._kernels.rdp_forward` and
   :func:`_backward_accumulate` (the arithmetic of
-  :func:`~skgpstruct.chain._randomized_kernels.rdp_backward`) instead.
+  :func:`~skgpstruct.chain.randomized._kernels.rdp_backward`) instead.
 
 Given the same uniforms it reproduces, sequence by sequence,
 ``randomized_marginals(U_n, B, n_top, n_sampled, force=y_n)`` (to rounding);
@@ -42,7 +42,7 @@ import math
 import numpy as np
 from numba import njit
 
-from ._randomized_kernels import (
+from ._kernels import (
     _gather_rows,
     rdp_backward_into,
     rdp_forward,

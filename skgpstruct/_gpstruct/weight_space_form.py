@@ -12,13 +12,13 @@ import scipy.sparse as sp
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
-from ._base import box_projection
-from ._posterior_cv import cv_posterior
-from ._variance_cv import CannotValidate, cv_prior_variance
-from .gp.kernels import LinearKernel
-from .gp.kl import transition_kl
-from .gp.sampling import draw_normals
-from .gp.weight_space import (
+from .._tagging.base import box_projection
+from .posterior_cv import cv_posterior
+from .prior_variance_cv import CannotValidate, cv_prior_variance
+from ..gp.kernels import LinearKernel
+from ..gp.kl import transition_kl
+from ..gp.sampling import draw_normals
+from ..gp.weight_space import (
     FeatureParams,
     WeightSpaceObjective,
     _Blocks,
@@ -26,7 +26,7 @@ from .gp.weight_space import (
     feature_kl,
     feature_moments,
 )
-from .likelihoods import get_likelihood
+from ..likelihoods import get_likelihood
 
 _SEED_MAX = np.iinfo(np.int32).max
 #: Starting prior variance of the weights when it is learned and no kernel
@@ -73,7 +73,7 @@ class FeatureFormMixin:
         """The starting prior variance of the weights of the linear kernel.
 
         ``kernel=None``: ``kernel_variance`` decides ("cv":
-        :func:`~skgpstruct._variance_cv.cv_prior_variance`, sets
+        :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`, sets
         ``variance_cv_results_``; "elbo": learned from 1.0; a number: fixed).
         A given kernel keeps its variance, learned with
         ``optimize_hyperparameters``.
@@ -115,7 +115,7 @@ class FeatureFormMixin:
         variance as given and ``temperature`` when a number; ``"auto"``: the
         fitted one on a warm start; with the prior variance validated too
         (``kernel=None, kernel_variance="cv"``) both chosen jointly by
-        :func:`~skgpstruct._posterior_cv.cv_posterior` among the variances of
+        :func:`~skgpstruct._gpstruct.posterior_cv.cv_posterior` among the variances of
         ``variance_cv_results_["band"]`` (sets
         ``temperature_cv_results_``); else 1 (the Bayesian posterior)."""
         if warm and self.temperature == "auto":

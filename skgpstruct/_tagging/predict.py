@@ -5,7 +5,7 @@ sklearn name ``predict_proba``), ``predict_path_proba``,
 ``predict_uncertainty``, ``predict_single``, ``predict_marginals_single``
 (the last two from :class:`SingleSequenceMixin`) and ``score``, on top of
 the hooks each tagger defines: ``_decoder()`` (a
-:data:`~skgpstruct._decoders.DECODERS` name), ``_decode_potentials(data)``
+:data:`~skgpstruct._tagging.decoders.DECODERS` name), ``_decode_potentials(data)``
 (point potentials), ``_token_marginals(data)`` and, where the tagger's
 path probability is not the one of its point potentials (GPStructTagger),
 ``_path_log_proba(data, paths)``. :func:`entropy` and :func:`renormalize_rows` are the helpers both
@@ -16,12 +16,12 @@ import numpy as np
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
-from ._decoders import _dense, decode
-from ._sequences import SequenceData
-from .chain import log_likelihood, path_entropy
-from .chain.backend import get_backend
-from .chain.paths import check_n_paths
-from .metrics import flat_accuracy_score
+from .decoders import _dense, decode
+from .._input.sequences import SequenceData
+from ..chain import log_likelihood, path_entropy
+from ..chain.backend import get_backend
+from ..chain.paths import check_n_paths
+from ..metrics._sequence import flat_accuracy_score
 
 __all__ = ["PredictMixin", "SingleSequenceMixin", "check_marginals_output", "entropy",
            "marginals_output", "renormalize_rows"]
@@ -121,7 +121,7 @@ class PredictMixin(SingleSequenceMixin):
         return SequenceData.from_sequences(X, n_features=self.n_features_in_)
 
     def _decoder(self):
-        """Name of the :data:`~skgpstruct._decoders.DECODERS` entry ``predict`` uses."""
+        """Name of the :data:`~skgpstruct._tagging.decoders.DECODERS` entry ``predict`` uses."""
         raise NotImplementedError
 
     @property

@@ -3,7 +3,7 @@ by internal validation of a Laplace stand-in of the cold posterior.
 
 The posterior's averaged marginals are flatter than its mode's, so the
 variance whose mode validates best
-(:func:`skgpstruct._variance_cv.cv_prior_variance`) is not always the
+(:func:`skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`) is not always the
 posterior's best: on the same folds :func:`cv_posterior` chooses the prior
 variance (among those of the error band) and the temperature of
 GPStructTagger's cold posterior together, from the held-out marginals of
@@ -15,9 +15,9 @@ docstring. :func:`cv_temperature` is the same at one variance.
 import numpy as np
 import scipy.sparse as sp
 
-from ._parallel import small_blas
-from ._uncertainty_metrics import _binned
-from ._variance_cv import _CV_MAX_ITER, _folds, _sequences, _within_one_se
+from .._utils.parallel import small_blas
+from ..metrics._uncertainty import _binned
+from .prior_variance_cv import _CV_MAX_ITER, _folds, _sequences, _within_one_se
 
 __all__ = ["TEMPERATURE_GRID", "cv_posterior", "cv_temperature"]
 
@@ -45,7 +45,7 @@ def _laplace_variances(crf, data, variance):
     the curvature of the unary weight ``(d, v)`` being ``sum_t x_td^2
     p_tv (1 - p_tv)`` and that of the transition ``(u, v)`` its expected
     count ``sum_t p_t(u, v)`` (an upper bound of its ``p (1 - p)`` sum)."""
-    from .chain import marginals_ragged
+    from ..chain import marginals_ragged
 
     X = sp.csr_matrix(data.X_flat, dtype=np.float64)
     P, pair = marginals_ragged(crf._unary(data), data.lengths, crf.transition_)
@@ -111,7 +111,7 @@ def _ray_objective(crf, data, draws, temperature, variance):
     (:func:`_spread_draws`) of the spread scaled by ``sqrt(temperature)``
     on ``data`` (so ``f`` is smooth in ``c``; convex, the log-likelihood
     being concave in the potentials)."""
-    from .chain import log_likelihood_grad_ragged
+    from ..chain import log_likelihood_grad_ragged
 
     lengths = data.lengths
     U0, B0 = crf._unary(data), crf.transition_
@@ -209,7 +209,7 @@ def _held_out_scores(crf, s_w, s_b, scales, data, temperatures, rng):
     temperature, one column per token whose label ``crf`` knows) under the
     Laplace posterior of ``crf`` scaled by each temperature, its mean by
     the matching ``scales`` (common draws)."""
-    from .chain import marginals_ragged
+    from ..chain import marginals_ragged
 
     V = crf.classes_.size
     col = {c: j for j, c in enumerate(crf.classes_)}
@@ -269,7 +269,7 @@ def _fold_scores(fold, variances, grid, seed):
     the one before and scored before the next is fitted, so that one CRF
     (``n_features x n_labels`` weights) is held at a time, not one per
     variance."""
-    from ._randomized_crf import RandomizedCRFTagger
+    from .._randomized_crf.tagger import RandomizedCRFTagger
 
     crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True)
     X_tr, y_tr = _sequences(fold[0])
@@ -288,7 +288,7 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
 
     On each fold, for each candidate ``variance``, the CRF at the posterior
     mode (the MAP CRF of
-    :func:`~skgpstruct._variance_cv.cv_prior_variance`) is fitted on the other folds,
+    :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`) is fitted on the other folds,
     warm-started from the next stronger prior. Its mean-field
     Laplace posterior ``N(c_T w_map, T * diag(s))`` (``s`` from the
     Gauss-Newton curvature of the training folds) stands for the cold
@@ -333,20 +333,20 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         Number of labels.
     variances : float or sequence of float
         Candidate prior variances of the weights (and transitions), e.g.
-        the ``"band"`` of :func:`~skgpstruct._variance_cv.cv_prior_variance`.
+        the ``"band"`` of :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`.
     grid : sequence of float, default=TEMPERATURE_GRID
         Candidate temperatures in ``(0, 1]``.
     n_folds : int, default=3
         Folds of sequences (fewer when there are fewer sequences).
     random_state : int, default=0
         Seeds the fold split (as
-        :func:`~skgpstruct._variance_cv.cv_prior_variance`) and the draws (common to
+        :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`) and the draws (common to
         every candidate).
     n_jobs : int or None, default=None
         Threads over the folds (the results do not depend on it).
     n_repeats : int, default=1
         Shuffled K-fold splits, as in
-        :func:`~skgpstruct._variance_cv.cv_prior_variance` (each held-out
+        :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance` (each held-out
         token scored once per split, all of them pooled; the standard
         errors of the log loss and the calibration error stay those of the
         distinct tokens).
@@ -436,7 +436,7 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
         Folds of sequences (fewer when there are fewer sequences).
     random_state : int, default=0
         Seeds the fold split (as
-        :func:`~skgpstruct._variance_cv.cv_prior_variance`) and the draws.
+        :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`) and the draws.
     n_jobs : int or None, default=None
         Threads over the folds (the results do not depend on it).
     n_repeats : int, default=1

@@ -11,7 +11,7 @@ import hashlib
 import numpy as np
 import scipy.sparse as sp
 
-from ._validation import check_sequences, check_X_sequences, stack_sequences
+from .validation import check_sequences, check_X_sequences, stack_sequences
 
 __all__ = ["SequenceData", "encode_labels", "sequence_seeds"]
 
