@@ -19,14 +19,15 @@ import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
+from ._randomized_crf.tagger import RandomizedCRFTagger
+from ._randomized_crf.weights import state_weights, transition_weights
+
 __all__ = ["state_features", "top_features", "transition_features"]
 
 
 def _tagger_and_names(model, feature_names):
     """The tagger of ``model`` (itself or a Pipeline's last step) and the
     names of its input features (given, from the Pipeline, or indices)."""
-    from ._randomized_crf.tagger import RandomizedCRFTagger
-
     tagger = model[-1] if isinstance(model, Pipeline) else model
     if not isinstance(tagger, RandomizedCRFTagger):
         raise TypeError(
@@ -72,9 +73,7 @@ def state_features(model, feature_names=None):
         a feature's weight: it is the tagger's ``intercept_``.
     """
     tagger, names = _tagger_and_names(model, feature_names)
-    rows, cols = np.nonzero(tagger.coef_)
-    labels = tagger.classes_.tolist()
-    return {(names[r], labels[c]): float(tagger.coef_[r, c]) for r, c in zip(rows, cols)}
+    return state_weights(tagger.coef_, tagger.classes_.tolist(), names)
 
 
 def transition_features(model):
@@ -92,10 +91,7 @@ def transition_features(model):
         One entry per ordered pair of labels.
     """
     tagger, _ = _tagger_and_names(model, None)
-    B = tagger._dense_transitions()
-    labels = tagger.classes_.tolist()
-    return {(labels[i], labels[j]): float(B[i, j])
-            for i in range(B.shape[0]) for j in range(B.shape[1])}
+    return transition_weights(tagger._dense_transitions(), tagger.classes_.tolist())
 
 
 def top_features(model, feature_names=None, *, n=20, kind="state", order="positive"):

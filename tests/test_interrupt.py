@@ -14,7 +14,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 import skgpstruct._tagging.base as base_module
-import skgpstruct.optim as optim_module
+import skgpstruct.optim._lbfgs as optim_module  # where scipy's minimize is called
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.optim import FitInterruptedWarning

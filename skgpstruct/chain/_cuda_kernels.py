@@ -54,29 +54,20 @@ def kernels(dtype):
     -------
     namespace : types.SimpleNamespace
         The kernels (``prep_exp``, ``sum_chains``, ``fill``, ``fb``,
-        ``marginals``, ``viterbi``, ``rdp_select``, ``rdp_fb``) and the
-        device functions they call.
+        ``marginals``, ``viterbi``) and the device functions they call. The
+        randomized pass's kernels extend them in
+        :func:`skgpstruct.chain.randomized._cuda_kernels.rdp_kernels`.
     """
-    from .randomized._cuda_kernels import (
-        rdp_backward_steps,
-        rdp_fb_kernel,
-        rdp_forward_steps,
-        rdp_select_kernel,
-        rdp_select_parts,
-    )
-
     dtype = np.dtype(dtype)
     if dtype not in (np.dtype(np.float32), np.dtype(np.float64)):
         raise TypeError(f"CUDA kernels exist for float32 and float64, not {dtype}.")
     c = constants(dtype.type)
     c.nb = from_dtype(dtype)
     h = {}
-    for helpers in (block_helpers, chain_helpers, fb_steps, marginals_parts,
-                    rdp_select_parts, rdp_forward_steps, rdp_backward_steps):
+    for helpers in (block_helpers, chain_helpers, fb_steps, marginals_parts):
         h.update(helpers(c, h))
     out = dict(h)
-    for family in (flat_kernels, fb_kernel, marginals_kernel, viterbi_kernel,
-                   rdp_select_kernel, rdp_fb_kernel):
+    for family in (flat_kernels, fb_kernel, marginals_kernel, viterbi_kernel):
         out.update(family(c, h))
     return SimpleNamespace(**out)
 

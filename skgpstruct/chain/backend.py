@@ -78,13 +78,8 @@ class CPUBackend(_Backend):
     def randomized_loss_grad_ragged(self, U, lengths, y, transitions, n_top, n_sampled, *,
                                     proposal="local+global", seeds):
         """:func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged`."""
-        from .randomized._types import _check_unary
-        from .._input.arrays import check_labels
-
-        U = _check_unary(U)
-        p = _pass.prepare(U.shape, lengths, transitions, n_top, n_sampled, proposal, seeds)
-        y = check_labels(y, U.shape[0], U.shape[1])
-        return _pass.finish(p.lowrank, *_pass.cpu_pass(U, y, p))
+        return _pass.loss_grad_cpu(U, lengths, y, transitions, n_top, n_sampled,
+                                   proposal=proposal, seeds=seeds)
 
 
 class CUDABackend(_Backend):
@@ -132,15 +127,10 @@ class CUDABackend(_Backend):
         """:func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged` on the
         GPU (float32 ``U`` computes in float32)."""
         from .randomized import _cuda as _cuda_randomized
-        from . import _cuda_device
 
-        d_U, _, n_tokens, N = _cuda_device._check_U(U)
-        p = _pass.prepare((n_tokens, N), lengths, transitions, n_top, n_sampled, proposal,
-                          seeds)
-        out = _cuda_randomized.rdp_loss_grad_ragged(
-            d_U, self._chains(lengths, y), None, p.B, p.left, p.right, p.lowrank, p.code,
-            p.q_global, p.k1, p.uniforms)
-        return _pass.finish(p.lowrank, *out)
+        return _cuda_randomized.loss_grad_ragged(U, lengths, self._chains(lengths, y),
+                                                 transitions, n_top, n_sampled,
+                                                 proposal=proposal, seeds=seeds)
 
 
 def get_backend(device="cpu"):

@@ -574,7 +574,7 @@ _TYPECHECK = textwrap.dedent("""
     dispatcher.get_current_device = lambda: pytypes.SimpleNamespace(compute_capability=CC)
     from skgpstruct.chain import _cuda_device as dev, cuda as cc
     from skgpstruct.chain.randomized import _cuda as _cuda_randomized
-    from skgpstruct.chain._cuda_kernels import kernels
+    from skgpstruct.chain.randomized._cuda_kernels import rdp_kernels
 
     seen = {}
 
@@ -606,7 +606,7 @@ _TYPECHECK = textwrap.dedent("""
     # no double precision inside float32 kernels or their device functions
     f32 = [c for (f, sig), c in seen.items()
            if any(getattr(t, "dtype", None) == types.float32 for t in sig)]
-    f32 += [c for d in vars(kernels(np.float32)).values()
+    f32 += [c for d in vars(rdp_kernels(np.float32)).values()
             for c in getattr(d, "overloads", {}).values()]
     doubles = sorted({v for c in f32 for v, t in c.fndesc.typemap.items()
                       if t == types.float64})

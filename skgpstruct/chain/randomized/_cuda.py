@@ -15,9 +15,21 @@ import math
 import numpy as np
 
 from .. import _cuda_device as _dev
-from .._cuda_kernels import kernels
+from . import _pass
+from ._cuda_kernels import rdp_kernels
 
-__all__ = ["rdp_loss_grad_ragged"]
+__all__ = ["loss_grad_ragged", "rdp_loss_grad_ragged"]
+
+
+def loss_grad_ragged(U, lengths, chains, transitions, n_top, n_sampled, *, proposal, seeds):
+    """:func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged` on the
+    GPU (float32 ``U`` computes in float32); ``chains`` holds the batch's
+    lengths and labels on the device (a :class:`~skgpstruct.chain.cuda.DeviceChains`)."""
+    d_U, _, n_tokens, N = _dev._check_U(U)
+    p = _pass.prepare((n_tokens, N), lengths, transitions, n_top, n_sampled, proposal, seeds)
+    out = rdp_loss_grad_ragged(d_U, chains, None, p.B, p.left, p.right, p.lowrank, p.code,
+                               p.q_global, p.k1, p.uniforms)
+    return _pass.finish(p.lowrank, *out)
 
 
 def rdp_loss_grad_ragged(U, lengths, y, B, left, right, lowrank, code, q_global, k1,
@@ -67,7 +79,7 @@ def rdp_loss_grad_ragged(U, lengths, y, B, left, right, lowrank, code, q_global,
         raise ValueError(f"code must be a proposal code in 0..3, got {code}.")
     if not 1 <= k1 <= N:
         raise ValueError(f"k1 must be in [1, {N}], got {k1}.")
-    k = kernels(dtype)
+    k = rdp_kernels(dtype)
     d_B, d_left, d_right, d_gB, d_gL, d_gR = _transitions(B, left, right, bool(lowrank), N,
                                                           dtype, k)
     d_gU = _dev._zeros((n_tokens, N), dtype, k)

@@ -1,7 +1,8 @@
 """numba.cuda kernels of the randomized training pass (imported lazily).
 
-Built per floating type by :func:`skgpstruct.chain._cuda_kernels.kernels`
-(which documents the layouts and constants). :func:`rdp_select_kernel`
+Built per floating type by :func:`rdp_kernels` on top of the exact kernels of
+:func:`skgpstruct.chain._cuda_kernels.kernels` (which documents the layouts
+and constants). :func:`rdp_select_kernel`
 builds every token's sub-lattice slots as
 :func:`skgpstruct.chain.randomized._batch_kernels.rdp_loss_grad_ragged` does, and
 :func:`rdp_fb_kernel` runs the log-space forward-backward on each
@@ -10,11 +11,17 @@ sequence's sub-lattice and adds the gradient into the caller's arrays
 may vary from run to run).
 """
 
+import functools
 import math
+from types import SimpleNamespace
 
-from numba import cuda
+import numpy as np
+from numba import cuda, from_dtype
+
+from .._cuda_kernels import constants, kernels
 
 __all__ = [
+    "rdp_kernels",
     "rdp_select_parts",
     "rdp_select_kernel",
     "rdp_forward_steps",
@@ -307,3 +314,32 @@ def rdp_backward_steps(c, h):
                 cuda.atomic.add(gR, (col, d), acc)
 
     return dict(rdp_beta_edges=rdp_beta_edges, rdp_lowrank_grad=rdp_lowrank_grad)
+
+
+@functools.lru_cache(maxsize=None)
+def rdp_kernels(dtype):
+    """The CUDA kernels of the randomized pass for potentials of type ``dtype``.
+
+    Parameters
+    ----------
+    dtype : {numpy.float32, numpy.float64}
+
+    Returns
+    -------
+    namespace : types.SimpleNamespace
+        The exact kernels and device functions of
+        :func:`skgpstruct.chain._cuda_kernels.kernels` (the same objects, so
+        nothing compiles twice) plus ``rdp_select``, ``rdp_fb`` and the
+        device functions they call.
+    """
+    base = kernels(dtype)
+    dtype = np.dtype(dtype)
+    c = constants(dtype.type)
+    c.nb = from_dtype(dtype)
+    h = dict(vars(base))
+    for helpers in (rdp_select_parts, rdp_forward_steps, rdp_backward_steps):
+        h.update(helpers(c, h))
+    out = dict(h)
+    for family in (rdp_select_kernel, rdp_fb_kernel):
+        out.update(family(c, h))
+    return SimpleNamespace(**out)

@@ -6,7 +6,8 @@ arrays the kernels read (the proposal code and global vector, the
 deterministic slot count, the uniforms of every sequence drawn from its own
 seed, ``exp(B - max B)`` for dense transitions); :func:`cpu_pass` runs the
 numba kernel :func:`skgpstruct.chain.randomized._batch_kernels.rdp_loss_grad_ragged` on
-them and :func:`finish` checks and packs the results.
+them and :func:`finish` checks and packs the results; :func:`loss_grad_cpu`
+is the whole CPU pass.
 """
 
 from typing import NamedTuple
@@ -14,8 +15,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ._batch_kernels import proposal_code, rdp_loss_grad_ragged, seeded_uniforms
-from ..._input.arrays import check_lengths
-from ._types import LowRankTransitions, _check_sizes, _check_transitions
+from ..._input.arrays import check_labels, check_lengths
+from ._types import LowRankTransitions, _check_sizes, _check_transitions, _check_unary
 from .proposals import make_proposal
 
 # Largest T * K^2 for which the CPU pass keeps a sequence's sub-lattice edge
@@ -133,3 +134,12 @@ def finish(lowrank, losses, gU, gB, gL, gR):
             "overflow): the randomized loss is undefined."
         )
     return losses, gU, (LowRankTransitions(gL, gR) if lowrank else gB)
+
+
+def loss_grad_cpu(U, lengths, y, transitions, n_top, n_sampled, *, proposal, seeds):
+    """:func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged` on the
+    CPU: check, :func:`prepare`, :func:`cpu_pass`, :func:`finish`."""
+    U = _check_unary(U)
+    p = prepare(U.shape, lengths, transitions, n_top, n_sampled, proposal, seeds)
+    y = check_labels(y, U.shape[0], U.shape[1])
+    return finish(p.lowrank, *cpu_pass(U, y, p))

@@ -6,11 +6,13 @@ randomized estimate of the log-partition function on a sub-lattice that
 keeps the gold labels. :func:`randomized_loss_grad_ragged` computes these
 losses and their gradient for sequences stacked in one array, on the CPU
 (one serial, ``nogil`` numba call, :mod:`skgpstruct.chain.randomized._batch_kernels`) or
-the GPU (:mod:`skgpstruct.chain.randomized._cuda`), chosen by
-:func:`skgpstruct.chain.backend.get_backend`.
+the GPU (:mod:`skgpstruct.chain.randomized._cuda`), as ``device`` says (a
+name, resolved as :func:`skgpstruct.chain.backend.get_backend` resolves it,
+or a backend of that module, which then runs it with its device caches).
 """
 
-from ..backend import get_backend
+from ..._utils.device import resolve_device
+from . import _pass
 
 __all__ = ["randomized_loss_grad_ragged"]
 
@@ -89,5 +91,14 @@ def randomized_loss_grad_ragged(U, lengths, y, transitions, n_top, n_sampled, *,
     >>> np.allclose(gU.sum(axis=1), 0.0)  # marginals minus the gold one-hot
     True
     """
-    return get_backend(device).randomized_loss_grad_ragged(
-        U, lengths, y, transitions, n_top, n_sampled, proposal=proposal, seeds=seeds)
+    if hasattr(device, "randomized_loss_grad_ragged"):  # a backend (chain.backend)
+        return device.randomized_loss_grad_ragged(
+            U, lengths, y, transitions, n_top, n_sampled, proposal=proposal, seeds=seeds)
+    if resolve_device(device) == "cuda":
+        from .._cuda_device import DeviceChains
+        from . import _cuda
+
+        return _cuda.loss_grad_ragged(U, lengths, DeviceChains(lengths, y), transitions,
+                                      n_top, n_sampled, proposal=proposal, seeds=seeds)
+    return _pass.loss_grad_cpu(U, lengths, y, transitions, n_top, n_sampled,
+                               proposal=proposal, seeds=seeds)
