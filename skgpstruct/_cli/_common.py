@@ -4,15 +4,14 @@ column files, and warnings relayed to stderr as one-line messages."""
 import codecs
 import contextlib
 import os
-import re
 import sys
 import tempfile
 import warnings
 
+from .._input.text import _COLUMN_SEP
+
 __all__ = ["CLIError", "check_column_counts", "input_path", "one_line", "read_columns",
            "read_input", "relay_warnings"]
-
-_COLUMN_SEP = re.compile(r"[ \t]+")
 
 
 class CLIError(Exception):

@@ -21,6 +21,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._utils.device import resolve_device
+from .._utils.seeds import SEED_MAX
 from .._utils.fit_log import current_fit, fit_logging, iteration_level, logger, progress_bar
 from .._input.sequences import SequenceData
 from ..optim.owlqn import minimize_owlqn
@@ -30,8 +31,6 @@ from ..optim._lbfgs import FitInterrupted, minimize_lbfgs, warn_interrupted, war
 __all__ = ["ConvergenceMonitor", "SequenceTaggerMixin", "entropy", "fit_epochs", "fit_lbfgs",
            "minibatches"]
 
-# Largest per-sequence seed (the estimators draw seeds in [0, SEED_MAX)).
-SEED_MAX = np.iinfo(np.int32).max
 
 
 class ConvergenceMonitor:

@@ -52,6 +52,7 @@ import numpy as np
 from numba import njit
 
 from ._exact_kernels import (
+    _NEG_INF,
     _fb_core,
     _fold,
     _forward_core,
@@ -61,7 +62,6 @@ from ._exact_kernels import (
     _path_score,
 )
 
-_NEG_INF = -np.inf
 _SAFE_RANGE = 300.0
 
 

@@ -48,11 +48,10 @@ import numpy as np
 from numba import njit
 
 from .._input.arrays import check_labels, check_potentials
-from ._exact_kernels import _load, _lse
+from ._exact_kernels import _NEG_INF, _load, _lse
 
 __all__ = ["pseudo_log_likelihood", "pseudo_log_likelihood_grad"]
 
-_NEG_INF = -np.inf
 
 
 @njit(cache=True, nogil=True)

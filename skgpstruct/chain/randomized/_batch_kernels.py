@@ -42,7 +42,8 @@ import math
 import numpy as np
 from numba import njit
 
-from ._kernels import (
+from .._exact_kernels import _NEG_INF as NEG_INF, _TINY
+from ._kernels import (_CHUNK,
     _gather_rows,
     rdp_backward_into,
     rdp_forward,
@@ -51,15 +52,11 @@ from ._kernels import (
 
 __all__ = ["proposal_code", "rdp_loss_grad_ragged", "seeded_uniforms"]
 
-NEG_INF = -np.inf
 _PROPOSAL_CODES = {"uniform": 0, "local": 1, "global": 2, "local+global": 3}
 LOCAL_FLOOR = 1e-12  # the "local" proposal's floor (proposals._GLOBAL_FLOOR)
-# Slots per block when edge scores are built (as in chain.randomized).
-_CHUNK = 256
 # The scaled pass runs only while every nonzero product of its forward sums
 # (forward variable x edge weight x node weight) is at least _TINY, so that
-# no term underflows and loses its relative precision (as _exact_kernels._TINY).
-_TINY = 1e-280
+# no term underflows and loses its relative precision (_exact_kernels._TINY).
 _LOG_TINY = math.log(_TINY)
 # exp(x) of an x above this is a normal float64 (> 2.2e-308), never 0.
 _LOG_NORMAL = -700.0

@@ -30,6 +30,11 @@ import math
 import numpy as np
 from numba import njit
 
+from .._exact_kernels import _NEG_INF as NEG_INF
+
+# Slots per block when edge scores are built: memory O(_CHUNK * K) per step.
+_CHUNK = 256
+
 __all__ = [
     "sample_slots",
     "rdp_forward",
@@ -39,7 +44,6 @@ __all__ = [
     "rdp_log_partition_draws",
 ]
 
-NEG_INF = -np.inf
 
 
 @njit(cache=True, nogil=True)

@@ -16,13 +16,13 @@ import numpy as np
 
 from ._batch_kernels import proposal_code, rdp_loss_grad_ragged, seeded_uniforms
 from ..._input.arrays import check_labels, check_lengths
-from ._types import LowRankTransitions, _check_sizes, _check_transitions, _check_unary
+from ._types import (_EMPTY2, LowRankTransitions, _check_sizes, _check_transitions,
+                     _check_unary)
 from .proposals import make_proposal
 
 # Largest T * K^2 for which the CPU pass keeps a sequence's sub-lattice edge
 # weights between its forward and backward sweeps (32 MB).
 _STORE_EDGES = 1 << 22
-_EMPTY2 = np.zeros((0, 0))
 _SEED_LIMIT = 2**32 - 1
 
 

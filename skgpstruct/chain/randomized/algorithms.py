@@ -14,6 +14,7 @@ from numbers import Real
 import numpy as np
 
 from . import _kernels as _k
+from ._kernels import _CHUNK
 from ._types import (
     RandomizedForward,
     RandomizedGumbelSample,
@@ -36,8 +37,6 @@ __all__ = [
     "topk_log_partition",
 ]
 
-# Slots per block when edge scores are built: memory O(_CHUNK * K) per step.
-_CHUNK = 256
 
 
 def _forward(U, lowrank, Bf, left, right, sets, undefined=None):
