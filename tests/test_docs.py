@@ -217,3 +217,18 @@ def test_getting_started_names_every_dependency():
     for requirement in project["project"]["dependencies"]:
         name = re.match(r"[A-Za-z0-9_.-]+", requirement).group(0).lower()
         assert name in install, f"{name} is not named in getting_started.rst"
+
+
+def test_every_page_is_in_the_toctree():
+    """Each page of doc/ (the README's links lead to them) is listed in a
+    toctree of index.rst, so that the site shows it; pages marked
+    ``:orphan:`` (sphinx-gallery's execution times) are left out on
+    purpose."""
+    text = (DOC_DIR / "index.rst").read_text(encoding="utf-8")
+    listed = set()
+    for body in re.findall(r"^\.\. toctree::\n((?:(?: {3}.*)?\n)+)", text, flags=re.MULTILINE):
+        listed |= {line.strip() for line in body.splitlines()
+                   if line.strip() and not line.strip().startswith(":")}
+    pages = {page.stem for page in DOC_DIR.glob("*.rst")
+             if page.read_text(encoding="utf-8").lstrip()[:8] != ":orphan:"} - {"index"}
+    assert pages <= listed, sorted(pages - listed)
