@@ -61,6 +61,15 @@ def _check_sequence_list(X, what):
         raise TypeError(message) from None
 
 
+def _check_sequence(n, seq, what, not_lists=(str, bytes)):
+    """TypeError unless ``seq``, sequence ``n`` of X, is list-like (has a
+    length and is none of the types ``not_lists``), as a list of ``what``."""
+    if isinstance(seq, not_lists) or not hasattr(seq, "__len__"):
+        raise TypeError(
+            f"Sequence {n} of X must be a list of {what}, got a {type(seq).__name__}."
+        )
+
+
 class _SequenceFeatures(TransformerMixin, BaseEstimator, auto_wrap_output_keys=None):
     """Base of the transformers from token descriptions to feature matrices.
 

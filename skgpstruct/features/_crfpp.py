@@ -17,7 +17,12 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval
 
 from .._input.text import _read_text
-from ._common import _check_sequence_list, _SequenceFeatures, _vocabulary_from_counts
+from ._common import (
+    _check_sequence,
+    _check_sequence_list,
+    _SequenceFeatures,
+    _vocabulary_from_counts,
+)
 
 __all__ = ["CRFppTemplate"]
 
@@ -133,11 +138,7 @@ def _check_column_sequences(X, n_columns_needed, reader=None):
     X = _check_sequence_list(X, "tokens (tuples of str columns)")
     out = []
     for n, seq in enumerate(X):
-        if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
-            raise TypeError(
-                f"Sequence {n} of X must be a list of tokens (tuples of str "
-                f"columns), got a {type(seq).__name__}."
-            )
+        _check_sequence(n, seq, "tokens (tuples of str columns)")
         tokens = []
         for t, tok in enumerate(seq):
             if isinstance(tok, str):

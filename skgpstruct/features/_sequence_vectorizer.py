@@ -12,7 +12,7 @@ from numbers import Number
 import numpy as np
 import scipy.sparse as sp
 
-from ._common import _check_sequence_list, _SequenceFeatures
+from ._common import _check_sequence, _check_sequence_list, _SequenceFeatures
 
 __all__ = ["SequenceVectorizer"]
 
@@ -160,11 +160,7 @@ class SequenceVectorizer(_SequenceFeatures, auto_wrap_output_keys=None):
         sep = self.separator
         out = []
         for n, seq in enumerate(X):
-            if isinstance(seq, (str, bytes, Mapping)) or not hasattr(seq, "__len__"):
-                raise TypeError(
-                    f"Sequence {n} of X must be a list of feature dicts, got a "
-                    f"{type(seq).__name__}."
-                )
+            _check_sequence(n, seq, "feature dicts", (str, bytes, Mapping))
             out.append(
                 [_token_items(tok, sep, f"Token {t} of sequence {n}")
                  for t, tok in enumerate(seq)]

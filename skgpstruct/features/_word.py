@@ -20,6 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._common import (
     _check_float_dtype,
+    _check_sequence,
     _check_sequence_list,
     _SequenceFeatures,
     _vocabulary_from_counts,
@@ -244,11 +245,7 @@ class WordFeatures(_SequenceFeatures, auto_wrap_output_keys=None):
         col = self.column
         out = []
         for n, seq in enumerate(X):
-            if isinstance(seq, (str, bytes)) or not hasattr(seq, "__len__"):
-                raise TypeError(
-                    f"Sequence {n} of X must be a list of tokens (word forms or "
-                    f"tuples of str columns), got a {type(seq).__name__}."
-                )
+            _check_sequence(n, seq, "tokens (word forms or tuples of str columns)")
             if len(seq) == 0:
                 raise ValueError(
                     f"Sequence {n} of X is empty: every sequence needs at least "
