@@ -34,24 +34,32 @@ def _split(label):
     return (m.group(1), m.group(2)) if m else (label, "")
 
 
+# conlleval's endOfChunk / startOfChunk: the (previous tag, tag) pairs
+# between which a chunk ends / at which one starts, whatever the types
+_END_PAIRS = frozenset({("B", "B"), ("B", "O"), ("I", "B"), ("I", "O"),
+                        ("E", "E"), ("E", "I"), ("E", "O")})
+_START_PAIRS = frozenset({("B", "B"), ("I", "B"), ("O", "B"), ("O", "I"),
+                          ("E", "E"), ("E", "I"), ("O", "E")})
+
+
+def _chunk_edge(pairs, prev_tag, tag, own_tag, prev_type, type_):
+    """conlleval's rules of a chunk boundary: a pair of ``pairs``, a change
+    of type at an ``own_tag`` other than ``O`` / ``.``, or a bracket there."""
+    if (prev_tag, tag) in pairs:
+        return True
+    if own_tag not in ("O", ".") and prev_type != type_:
+        return True
+    return own_tag in ("[", "]")
+
+
 def _end_of_chunk(prev_tag, tag, prev_type, type_):
     """conlleval's ``endOfChunk``: a chunk ends between the two tags."""
-    if (prev_tag, tag) in {("B", "B"), ("B", "O"), ("I", "B"), ("I", "O"),
-                           ("E", "E"), ("E", "I"), ("E", "O")}:
-        return True
-    if prev_tag not in ("O", ".") and prev_type != type_:
-        return True
-    return prev_tag in ("[", "]")
+    return _chunk_edge(_END_PAIRS, prev_tag, tag, prev_tag, prev_type, type_)
 
 
 def _start_of_chunk(prev_tag, tag, prev_type, type_):
     """conlleval's ``startOfChunk``: a chunk starts at ``tag``."""
-    if (prev_tag, tag) in {("B", "B"), ("I", "B"), ("O", "B"), ("O", "I"),
-                           ("E", "E"), ("E", "I"), ("O", "E")}:
-        return True
-    if tag not in ("O", ".") and prev_type != type_:
-        return True
-    return tag in ("[", "]")
+    return _chunk_edge(_START_PAIRS, prev_tag, tag, tag, prev_type, type_)
 
 
 def conlleval_chunks(labels):
