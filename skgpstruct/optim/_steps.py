@@ -98,6 +98,7 @@ class _FusedStep:
     undecayed slice, the step counter and the state arrays' allocation."""
 
     fixed_blocks = False  # minibatches may be reshuffled every epoch
+    _n_states = 0  # the subclass's state arrays, one entry per parameter each
 
     def __init__(self, learning_rate, weight_decay, undecayed):
         _check_real("learning_rate", learning_rate, 0.0, None, low_open=True)
@@ -105,6 +106,16 @@ class _FusedStep:
         self.weight_decay = weight_decay
         self.undecayed = (0, 0) if undecayed is None else tuple(undecayed)
         self.t = 0
+        self._state = None
+
+    def _state_size(self):
+        return None if self._state is None else self._state[0].size
+
+    def _states(self, params):
+        """The state arrays, zeros like ``params`` from the first step on."""
+        if self._state is None:
+            self._state = tuple(np.zeros_like(params) for _ in range(self._n_states))
+        return self._state
 
     def _args(self, scale, n):
         # the slice params[lo:hi] as Python reads it (negative ends count
@@ -190,19 +201,16 @@ class SGD(_FusedStep):
     True
     """
 
+    _n_states = 1  # the velocity
+
     def __init__(self, learning_rate, momentum=0.0, *, weight_decay=0.0, undecayed=None):
         super().__init__(learning_rate, weight_decay, undecayed)
         _check_real("momentum", momentum, 0.0, 1.0, high_open=True)
         self.momentum = momentum
-        self._velocity = None
-
-    def _state_size(self):
-        return None if self._velocity is None else self._velocity.size
 
     def _update(self, params, grad, scale):
-        if self._velocity is None:
-            self._velocity = np.zeros_like(params)
-        _sgd_update(params, grad, *self._args(scale, params.size), self._velocity,
+        (velocity,) = self._states(params)
+        _sgd_update(params, grad, *self._args(scale, params.size), velocity,
                     float(self.learning_rate), float(self.momentum))
 
 
@@ -235,6 +243,8 @@ class Adam(_FusedStep):
     (True, 5.0)
     """
 
+    _n_states = 2  # the first and second moment estimates
+
     def __init__(self, learning_rate, beta1=0.9, beta2=0.999, epsilon=1e-8, *,
                  weight_decay=0.0, undecayed=None):
         super().__init__(learning_rate, weight_decay, undecayed)
@@ -244,19 +254,12 @@ class Adam(_FusedStep):
         self.beta1 = beta1
         self.beta2 = beta2
         self.epsilon = epsilon
-        self._m = None
-        self._v = None
-
-    def _state_size(self):
-        return None if self._m is None else self._m.size
 
     def _update(self, params, grad, scale):
-        if self._m is None:
-            self._m = np.zeros_like(params)
-            self._v = np.zeros_like(params)
+        m, v = self._states(params)
         c1 = 1.0 - self.beta1**self.t
         c2 = 1.0 - self.beta2**self.t
-        _adam_update(params, grad, *self._args(scale, params.size), self._m, self._v,
+        _adam_update(params, grad, *self._args(scale, params.size), m, v,
                      float(self.learning_rate), float(self.beta1), float(self.beta2),
                      float(self.epsilon), float(c1), float(c2))
 
