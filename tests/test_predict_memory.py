@@ -5,7 +5,7 @@ sequences' posterior moments at a time
 (``_gp_predict.PREDICT_CHUNK_SEQUENCES``); RandomizedCRFTagger's
 exact marginals run on chunks of sequences, so that the kernel's
 (n_sequences, V, V) pairwise marginals stay bounded
-(``_randomized_crf._PAIRWISE_BYTES``). Both give the numbers of one call, bit
+(``crf_solver._PAIRWISE_BYTES``). Both give the numbers of one call, bit
 for bit."""
 
 import tracemalloc
@@ -18,7 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
 from skgpstruct._gpstruct import predict as _gp_predict
-from skgpstruct._randomized_crf import tagger as _randomized_crf
+from skgpstruct._tagging import crf_solver
 
 
 def _sparse_sequences(n, T, V, D, seed, n_active=4):
@@ -165,7 +165,7 @@ def test_chunked_marginals_are_those_of_one_call(monkeypatch):
          for T in rng.integers(1, 30, 50)]
     whole = model.predict_marginals(X)
     entropy = model.predict_uncertainty(X)
-    monkeypatch.setattr(_randomized_crf, "_PAIRWISE_BYTES", 8 * 12 * 12 * 7)  # 7 sequences
+    monkeypatch.setattr(crf_solver, "_PAIRWISE_BYTES", 8 * 12 * 12 * 7)  # 7 sequences
     calls = []
     backend = model._predict_backend()
     original = type(backend).marginals_ragged

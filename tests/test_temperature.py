@@ -165,7 +165,8 @@ def _map(sigma2, n_sequences=80):
     from skgpstruct._gpstruct.posterior_cv import _laplace_variances
 
     X, y = _model_data(sigma2, seed=4, n_sequences=n_sequences)
-    crf = RandomizedCRFTagger(c2=0.5 / sigma2, max_iter=1000, tol=1e-10).fit(X, y)
+    # the fitted parameters, columns the label codes 0..3 of ``data``
+    crf = RandomizedCRFTagger(c2=0.5 / sigma2, max_iter=1000, tol=1e-10).fit(X, y)._params()
     data = SequenceData.from_sequences(X, y)
     return X, y, crf, data, _laplace_variances(crf, data, sigma2)
 
@@ -229,8 +230,8 @@ def test_mean_scale_predicts_the_variational_mean(sigma2, T):
     (c,) = _mean_scales(crf, s_w, s_b, data, [T], sigma2, np.random.default_rng(0))
     gp = GPStructTagger(kernel_variance=sigma2, temperature=T, random_state=0,
                         n_samples=32).fit(X, y)
-    unary = np.linalg.norm(gp.coef_) / np.linalg.norm(crf.coef_)
-    transitions = np.linalg.norm(gp.transition_mean_) / np.linalg.norm(crf.transition_)
+    unary = np.linalg.norm(gp.coef_) / np.linalg.norm(crf.coef)
+    transitions = np.linalg.norm(gp.transition_mean_) / np.linalg.norm(crf.transition)
     assert c > 1.1
     assert abs(unary - c) < 0.1 * c and abs(transitions - c) < 0.1 * c, (c, unary,
                                                                           transitions)

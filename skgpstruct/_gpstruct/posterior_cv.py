@@ -15,9 +15,11 @@ docstring. :func:`cv_temperature` is the same at one variance.
 import numpy as np
 import scipy.sparse as sp
 
+from .._tagging.crf_solver import crf_unary
 from .._utils.parallel import small_blas
+from ..chain import log_likelihood_grad_ragged, marginals_ragged
 from ..metrics._uncertainty import _binned
-from .prior_variance_cv import _CV_MAX_ITER, _folds, _sequences, _within_one_se
+from .prior_variance_cv import _folds, _within_one_se, mode_path
 
 __all__ = ["TEMPERATURE_GRID", "cv_posterior", "cv_temperature"]
 
@@ -39,16 +41,15 @@ _BATCH_BYTES = 64 * 2 ** 20
 
 
 def _laplace_variances(crf, data, variance):
-    """Mean-field Laplace variances of a MAP CRF's unary weights and
+    """Mean-field Laplace variances of a MAP CRF's (a
+    :class:`~skgpstruct._tagging.crf_solver.CRFParams` on ``data``'s labels) unary weights and
     transitions: ``1 / (1 / sigma^2 + diag of the Gauss-Newton curvature)``
     (0 for the features absent from ``data``),
     the curvature of the unary weight ``(d, v)`` being ``sum_t x_td^2
     p_tv (1 - p_tv)`` and that of the transition ``(u, v)`` its expected
     count ``sum_t p_t(u, v)`` (an upper bound of its ``p (1 - p)`` sum)."""
-    from ..chain import marginals_ragged
-
     X = sp.csr_matrix(data.X_flat, dtype=np.float64)
-    P, pair = marginals_ragged(crf._unary(data), data.lengths, crf.transition_)
+    P, pair = marginals_ragged(crf_unary(crf, data), data.lengths, crf.transition)
     curv_w = np.asarray(X.multiply(X).T @ (P * (1.0 - P)))
     curv_b = pair.sum(axis=0)
     s_w = 1.0 / (1.0 / variance + curv_w)
@@ -111,19 +112,17 @@ def _ray_objective(crf, data, draws, temperature, variance):
     (:func:`_spread_draws`) of the spread scaled by ``sqrt(temperature)``
     on ``data`` (so ``f`` is smooth in ``c``; convex, the log-likelihood
     being concave in the potentials)."""
-    from ..chain import log_likelihood_grad_ragged
-
     lengths = data.lengths
-    U0, B0 = crf._unary(data), crf.transition_
+    U0, B0 = crf_unary(crf, data), crf.transition
     # the CRF's columns: the labels of these (its training) sequences
-    y = np.searchsorted(crf.classes_, data.y_flat)
+    y = np.searchsorted(crf.labels, data.y_flat)
     root = np.sqrt(temperature)
     noise = [(root * e_u, root * e_b) for e_u, e_b in draws]
     groups = _groups(len(noise), data, B0.shape[0])
     # |w|^2 of the model's weights: the unary weights and the transitions
     # (transition_prior_var="auto": the same prior variance; the CRF's
     # intercept is not penalised)
-    norm2 = float(np.sum(crf.coef_ ** 2) + np.sum(B0 ** 2))
+    norm2 = float(np.sum(crf.coef ** 2) + np.sum(B0 ** 2))
 
     def negative(c):
         ll = dll = 0.0
@@ -209,14 +208,11 @@ def _held_out_scores(crf, s_w, s_b, scales, data, temperatures, rng):
     temperature, one column per token whose label ``crf`` knows) under the
     Laplace posterior of ``crf`` scaled by each temperature, its mean by
     the matching ``scales`` (common draws)."""
-    from ..chain import marginals_ragged
-
-    V = crf.classes_.size
-    col = {c: j for j, c in enumerate(crf.classes_)}
-    known = np.array([v in col for v in data.y_flat])
-    Y = np.array([col.get(v, 0) for v in data.y_flat])
+    V = crf.labels.size
+    known = np.isin(data.y_flat, crf.labels)
+    Y = np.where(known, np.minimum(np.searchsorted(crf.labels, data.y_flat), V - 1), 0)
     lengths = data.lengths
-    U0, B0 = crf._unary(data), crf.transition_
+    U0, B0 = crf_unary(crf, data), crf.transition
     draw = _spread(data.X_flat, s_w, s_b)
     shape = (len(temperatures), int(known.sum()))
     losses, conf, correct = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool)
@@ -262,22 +258,15 @@ def _posterior_scores(crf, fold, variance, grid, seed):
     return c, _held_out_scores(crf, s_w, s_b, c, test, grid, draws)
 
 
-def _fold_scores(fold, variances, grid, seed):
+def _fold_scores(fold, n_classes, variances, grid, seed):
     """:func:`_posterior_scores` of each of ``variances`` (ascending:
     strongest prior first) on ``fold``, along the path of its
-    posterior-mode CRFs: each fitted on the training part warm-started from
-    the one before and scored before the next is fitted, so that one CRF
-    (``n_features x n_labels`` weights) is held at a time, not one per
-    variance."""
-    from .._randomized_crf.tagger import RandomizedCRFTagger
-
-    crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True)
-    X_tr, y_tr = _sequences(fold[0])
-    out = []
-    for variance in variances:
-        crf.set_params(c2=0.5 / variance).fit(X_tr, y_tr)
-        out.append(_posterior_scores(crf, fold, variance, grid, seed))
-    return out
+    posterior-mode CRFs (:func:`~skgpstruct._gpstruct.prior_variance_cv.mode_path`):
+    each fitted on the training part warm-started from the one before and
+    scored before the next is fitted, so that one CRF (``n_features x
+    n_labels`` weights) is held at a time, not one per variance."""
+    return [_posterior_scores(crf, fold, variance, grid, seed)
+            for variance, crf in mode_path(fold[0], n_classes, variances)]
 
 
 def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3,
@@ -327,17 +316,15 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
 
     Parameters
     ----------
-    data : SequenceData
-        Training sequences, labels encoded in ``[0, n_classes)``.
-    n_classes : int
-        Number of labels.
+    data, n_classes, n_folds
+        As in :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`
+        (the training sequences, labels encoded in ``[0, n_classes)``, and
+        the folds).
     variances : float or sequence of float
         Candidate prior variances of the weights (and transitions), e.g.
         the ``"band"`` of :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`.
     grid : sequence of float, default=TEMPERATURE_GRID
         Candidate temperatures in ``(0, 1]``.
-    n_folds : int, default=3
-        Folds of sequences (fewer when there are fewer sequences).
     random_state : int, default=0
         Seeds the fold split (as
         :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`) and the draws (common to
@@ -385,7 +372,7 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     # BLAS in each (its small products are no faster threaded, and threaded
     # ones sum in another order): the same numbers whatever n_jobs is
     with small_blas(), Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
-        out = parallel(delayed(_fold_scores)(fold, variances, grid, seed)
+        out = parallel(delayed(_fold_scores)(fold, n_classes, variances, grid, seed)
                        for fold, seed in zip(folds, seeds))
     scores = [[] for _ in variances]
     scales = np.zeros((variances.size, grid.size))
@@ -424,23 +411,10 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
 
     Parameters
     ----------
-    data : SequenceData
-        Training sequences, labels encoded in ``[0, n_classes)``.
-    n_classes : int
-        Number of labels.
     variance : float
         Prior variance of the weights (and transitions).
-    grid : sequence of float, default=TEMPERATURE_GRID
-        Candidate temperatures in ``(0, 1]``.
-    n_folds : int, default=3
-        Folds of sequences (fewer when there are fewer sequences).
-    random_state : int, default=0
-        Seeds the fold split (as
-        :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`) and the draws.
-    n_jobs : int or None, default=None
-        Threads over the folds (the results do not depend on it).
-    n_repeats : int, default=1
-        Shuffled K-fold splits (see :func:`cv_posterior`).
+    data, n_classes, grid, n_folds, random_state, n_jobs, n_repeats
+        As in :func:`cv_posterior`.
 
     Returns
     -------
@@ -455,8 +429,7 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
     Raises
     ------
     CannotValidate
-        A ValueError: fewer than 2 sequences, or no fold with two labels in
-        its training part.
+        As :func:`cv_posterior`.
     """
     _, temperature, res = cv_posterior(data, n_classes, [variance], grid=grid,
                                        n_folds=n_folds, random_state=random_state,

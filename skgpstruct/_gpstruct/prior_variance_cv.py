@@ -33,10 +33,16 @@ among this module's error band together with the temperature of
 GPStructTagger's cold posterior.
 """
 
+from dataclasses import replace
+
 import numpy as np
+from joblib import Parallel
 from sklearn.model_selection import KFold
 
-__all__ = ["PRIOR_VARIANCE_GRID", "CannotValidate", "cv_prior_variance"]
+from .._input.sequences import SequenceData
+from .._tagging.crf_solver import CRFSpec, crf_marginals, fit_crf
+
+__all__ = ["PRIOR_VARIANCE_GRID", "CannotValidate", "cv_prior_variance", "mode_path"]
 
 #: Candidate prior variances, 0.1 to 100 (CRFsuite c2 from 5 to 0.005), in
 #: the 1-2-5 series: three steps a decade. The held-out log loss of the
@@ -47,16 +53,32 @@ PRIOR_VARIANCE_GRID = (0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
 _CV_MAX_ITER = 100
 
 
-def _sequences(data):
-    """The sequences of ``data`` as lists ``X, y`` (a tagger's ``fit`` input)."""
-    return data.split(data.X_flat), data.split(data.y_flat)
+def mode_path(train, n_classes, variances, *, parallel=None):
+    """The posterior-mode CRFs of ``train`` along ``variances`` (ascending:
+    strongest prior first), each warm-started from the one before: yields
+    ``(variance, params)`` (a :class:`~skgpstruct._tagging.crf_solver.CRFParams`).
+
+    The CRF (exact, L-BFGS, :data:`_CV_MAX_ITER` iterations, ``c2 = 1 / (2
+    sigma^2)``) covers the labels of ``train`` only: its columns are the
+    codes a mask over the ``n_classes`` labels marks, those present in
+    ``train``; the features no token of ``train`` uses get zero weights.
+    Each fit is held until the next one replaces it.
+    """
+    present = np.zeros(n_classes, dtype=bool)
+    present[train.y_flat] = True
+    spec = CRFSpec(present)
+    params = None
+    for variance in variances:
+        params = fit_crf(train, replace(spec, c2=0.5 / variance), params,
+                         max_iter=_CV_MAX_ITER, parallel=parallel)
+        yield variance, params
 
 
-def _held_out(crf, X, y, n_classes):
+def _held_out(params, test, n_classes):
     """Token errors and summed negative log marginals of the true labels."""
-    P = np.zeros((sum(len(t) for t in y), n_classes))
-    P[:, crf.classes_] = np.concatenate(crf.predict_marginals(X))
-    Y = np.concatenate(y)
+    P = np.zeros((test.n_tokens, n_classes))
+    P[:, params.labels] = crf_marginals(params, test)
+    Y = test.y_flat
     p_true = P[np.arange(Y.size), Y]
     errors = int(np.sum(P.argmax(axis=1) != Y))
     return errors, float(-np.sum(np.log(np.clip(p_true, 1e-12, 1.0))))
@@ -186,23 +208,26 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
         A ValueError: fewer than 2 sequences, or no fold with two labels in
         its training part.
     """
-    from .._randomized_crf.tagger import RandomizedCRFTagger
-
     if scoring not in ("error_1se", "error", "log_loss"):
         raise ValueError("scoring must be 'error_1se', 'error' or 'log_loss', got "
                          f"{scoring!r}.")
     grid = np.sort(np.asarray(grid, dtype=np.float64))
+    if not np.all(grid > 0):
+        raise ValueError(f"The prior variances must be positive, got {grid.tolist()}.")
     errors, losses, n_tokens = np.zeros(grid.size), np.zeros(grid.size), 0
-    for train, test in _folds(data, n_folds, random_state, "kernel_variance", n_repeats):
-        (X_tr, y_tr), (X_te, y_te) = _sequences(train), _sequences(test)
-        crf = RandomizedCRFTagger(max_iter=_CV_MAX_ITER, warm_start=True, n_jobs=n_jobs)
-        # strongest prior first: each fit starts from the previous optimum
-        for j in range(grid.size):
-            crf.set_params(c2=0.5 / grid[j]).fit(X_tr, y_tr)
-            e, ll = _held_out(crf, X_te, y_te, n_classes)
-            errors[j] += e
-            losses[j] += ll
-        n_tokens += test.n_tokens
+    with Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
+        for train, test in _folds(data, n_folds, random_state, "kernel_variance", n_repeats):
+            # scored with each sequence's product in the stacked CSR form
+            # (as the held-out CRF always scored them, also where the
+            # input mixed dense and sparse sequences)
+            test = SequenceData(test.X_flat, test.lengths, test.y_flat)
+            # strongest prior first: each fit starts from the previous optimum
+            path = mode_path(train, n_classes, grid, parallel=parallel)
+            for j, (_, params) in enumerate(path):
+                e, ll = _held_out(params, test, n_classes)
+                errors[j] += e
+                losses[j] += ll
+            n_tokens += test.n_tokens
     best = _select(errors, losses, n_tokens, scoring, n_repeats)
     band = (_error_band(errors, n_tokens, n_repeats) if scoring == "error_1se"
             else np.arange(grid.size) == best)

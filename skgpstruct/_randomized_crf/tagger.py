@@ -15,41 +15,27 @@ import contextlib
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
+from sklearn.utils.validation import check_is_fitted
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from .._tagging.base import SequenceTaggerMixin, fit_epochs, fit_lbfgs, renormalize_rows
-from .._tagging.crf_objective import CRFObjectiveMixin
+from .._tagging.base import SequenceTaggerMixin, fit_epochs
+from .._tagging.crf_objective import (CRFSpec, chunk_loss_grad, crf_loss_grad, layout,
+                                      penalty, penalty_value, unpack)
+from .._tagging.crf_solver import (CRFParams, chain_marginals, crf_unary, fit_crf, init_theta,
+                                   pack, params_from_theta, training_data)
 from .._tagging.decoders import _dense
 from .._utils.parallel import small_blas
-from .._input.sequences import SequenceData
-from .sparse_adagrad import RowSparseAdaGradMixin
+from .weights import state_weights, transition_weights
+from .sparse_adagrad import fit_adagrad, sparse_loss_grad
 from ..chain import randomized as rdp
 from ..chain.beam import beam_states
 from ..chain.backend import get_backend
 from ..optim import make_optimizer
 
 __all__ = ["RandomizedCRFTagger"]
-
-#: Bytes of the (n_sequences, V, V) pairwise marginals that one exact
-#: ``marginals_ragged`` call of :meth:`RandomizedCRFTagger._token_marginals`
-#: may allocate (and discard): it runs on chunks of sequences of this size.
-_PAIRWISE_BYTES = 64 * 2 ** 20
-
-
-def _active_features(X):
-    """Columns of ``X`` with a non-zero entry, or None if every column has one."""
-    if sp.issparse(X):
-        used = np.zeros(X.shape[1], dtype=bool)
-        used[X.indices[X.data != 0]] = True
-    else:
-        used = (X != 0).any(axis=0)
-    if used.all():
-        return None
-    return np.flatnonzero(used)
 
 
 def _resolve_count(value, n_classes):
@@ -61,8 +47,7 @@ def _resolve_count(value, n_classes):
     return max(1, int(round(float(value) * n_classes)))
 
 
-class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGradMixin,
-                          BaseEstimator):
+class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
     """Linear-chain CRF trained with randomized dynamic programming.
 
     With ``n_top=None`` (or ``n_top + n_sampled >=`` the number of labels) it
@@ -152,17 +137,15 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         Seeds the minibatch order, the sampled states and the low-rank
         initialisation.
     verbose : int, default=0
-        0: nothing. 1: log to the ``"skgpstruct"`` logger, at INFO, the
-        fit's start (sequences, tokens, labels, optimiser), how the
-        optimiser ended (converged or ``max_iter`` reached) and the fit's
-        time, and the loss of every iteration / epoch at DEBUG; draw a
-        tqdm bar over the iterations / epochs of every optimiser on stderr
-        when stderr is a terminal. 2 and above: the same, with the loss
-        of every iteration / epoch at INFO. With no logging configured the
-        INFO records are written to stderr during ``fit``; with handlers
-        configured (``logging.basicConfig``...) they go there instead. The
-        first verbose fit in a process notes that numba compiles the
-        kernels (cached on disk for later processes).
+        0: nothing. 1: the fit's start (sequences, tokens, labels and
+        optimiser), the optimiser's outcome (converged, or ``max_iter``
+        reached) and the fit's time go to the ``"skgpstruct"`` logger at
+        INFO and each iteration's / epoch's loss at DEBUG, and a tqdm bar
+        follows the optimiser on stderr when that is a terminal. 2 and
+        above: the losses at INFO as well. The records go to the handlers
+        that logging has (``logging.basicConfig``...), or, with none, to
+        stderr during ``fit``. The first verbose fit in a process says
+        that numba compiles the kernels (then cached on disk).
     warm_start : bool, default=False
         Start from the previous solution when refitting (with the same
         labels, number of features, transition form and ``rank``; otherwise
@@ -352,87 +335,118 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
             )
         return optimizer
 
-    def _init_theta(self, n_rows, rng):
-        """Zero weights and bias; zero (full) or small random (low-rank)
-        transitions."""
-        V = len(self.classes_)
-        init = [np.zeros(n_rows * V), np.zeros(V)]
-        if self.transitions == "full":
-            init.append(np.zeros(V * V))
-        else:
-            scale = 0.01
-            init += [scale * rng.standard_normal(V * self.rank),
-                     scale * rng.standard_normal(V * self.rank)]
-        return np.concatenate(init)
+    def _spec(self):
+        """The :class:`~skgpstruct._tagging.crf_objective.CRFSpec` of the
+        fitted parameters (as :meth:`_check_params` resolved them)."""
+        return CRFSpec(np.arange(len(self.classes_)), c2=self.c2, c1=self.c1,
+                       transitions=self.transitions, rank=self.rank,
+                       n_top=None if self.exact_ else self._n_top_,
+                       n_sampled=self._n_sampled_, proposal=self.proposal)
+
+    def _params(self):
+        """The fitted parameters as a :class:`~skgpstruct._tagging.crf_solver.CRFParams`."""
+        return CRFParams(np.arange(len(self.classes_)), self.coef_, self.intercept_,
+                         self.transition_, self.transition_left_, self.transition_right_)
 
     def _fit(self, data, warm, optimizer):
         """Fit the CRF (``fit`` after :meth:`_fit_setup`)."""
-        # Weights of features that are zero in every training token only
-        # feel the penalty, so their optimum is 0: fit the others alone.
-        rows = _active_features(data.X_flat)
-        if rows is not None:
-            data = SequenceData(data.X_flat[:, rows], data.lengths, data.y_flat,
-                                data.dense_rows)
-        n_rows = data.X_flat.shape[1]
+        spec = self._spec()
+        init = self._params() if warm else None
         rng = check_random_state(self.random_state)
-        theta = self._pack(rows) if warm else self._init_theta(n_rows, rng)
         monitor = self._monitor(label="loss")
         # Parallelism is over chunks of sequences (n_jobs threads); the BLAS
         # calls inside are small, and multi-threaded BLAS on them only
         # oversubscribes the cores (as sklearn's KMeans, limit it to 1).
         with small_blas(), \
-                self._parallel() as parallel, self._fit_backend():
-
-            def loss_grad(theta, seq_idx, seeds, parallel):
-                return self._loss_grad(theta, data, seq_idx, seeds, parallel)
-
+                self._parallel() as parallel, self._fit_backend() as backend:
             if optimizer == "lbfgs":
-                theta = self._fit_lbfgs(loss_grad, theta, n_rows, data.n_sequences,
-                                        parallel, monitor)
-            elif optimizer == "adagrad":
-                theta = self._fit_adagrad(data, theta, n_rows, rng, parallel, monitor)
+                params = fit_crf(data, spec, init, random_state=rng, parallel=parallel,
+                                 backend=backend, monitor=monitor)
             else:
-                theta = self._fit_stochastic(loss_grad, theta, n_rows, data.n_sequences,
-                                             optimizer, rng, parallel, monitor)
+                params = self._fit_minibatch(data, spec, init, optimizer, rng, parallel,
+                                             monitor, backend)
         self.loss_history_ = monitor.history
         self.n_iter_ = monitor.iter
-        self._store(theta, rows)
+        self._store_params(params)
 
-    def _fit_lbfgs(self, loss_grad, theta, n_rows, n, parallel, monitor):
-        """Full-batch L-BFGS on the exact loss plus the penalty; OWL-QN
-        (``fit_lbfgs(..., l1=...)``, the same ``tol`` and
-        ``max_iter``) with the L1 term when ``c1 > 0``."""
-        all_idx = np.arange(n)
-        zeros = np.zeros(n, dtype=np.int64)  # exact DP draws nothing
+    def _fit_minibatch(self, data, spec, init, optimizer, rng, parallel, monitor, backend):
+        """AdaGrad, Adam or SGD epochs on the features the training tokens
+        use (as :func:`~skgpstruct._tagging.crf_solver.fit_crf`)."""
+        fit_data, rows = training_data(data, spec)
+        n_rows = fit_data.X_flat.shape[1]
+        theta = init_theta(spec, n_rows, rng) if init is None else pack(init, rows)
+        if optimizer == "adagrad":
+            theta = fit_adagrad(spec, fit_data, theta, rng, parallel, monitor, backend,
+                                learning_rate=self._learning_rate_,
+                                batch_size=self.batch_size, desc="RandomizedCRFTagger")
+        else:
+            theta = self._fit_stochastic(spec, fit_data, theta, optimizer, rng, parallel,
+                                         monitor, backend)
+        return params_from_theta(spec, theta, data.X_flat.shape[1], rows)
 
-        def fun(t):
-            loss, grad = loss_grad(t, all_idx, zeros, parallel)
-            pen, gpen = self._penalty(t, n_rows)
-            gpen += grad
-            return loss + pen, gpen
-
-        if self.c1 > 0:
-            return fit_lbfgs(fun, theta, monitor, l1=self._l1_coefficients(n_rows))
-        return fit_lbfgs(fun, theta, monitor)
-
-    def _fit_stochastic(self, loss_grad, theta, n_rows, n, optimizer, rng, parallel,
-                        monitor):
+    def _fit_stochastic(self, spec, data, theta, optimizer, rng, parallel, monitor,
+                        backend):
         """Epochs of Adam / SGD on minibatches: per-sequence loss, and the
         penalty spread over the epoch's batches (gradient
         ``grad / len(idx) + 2 c2 theta / n``, the bias undecayed)."""
-        cuts = self._layout(n_rows)
+        n = data.n_sequences
+        cuts = layout(spec, data.X_flat.shape[1])
         opt = make_optimizer(optimizer, self._learning_rate_,
-                             weight_decay=2.0 * self.c2 / n,
+                             weight_decay=2.0 * spec.c2 / n,
                              undecayed=(int(cuts[1]), int(cuts[2])))
 
         def step(t, idx, seeds):
-            loss, grad = loss_grad(t, idx, seeds, parallel)
-            pen = self._penalty_value(t, cuts)
+            loss, grad = crf_loss_grad(spec, t, data, idx, seeds, parallel, backend)
+            pen = penalty_value(spec, t, cuts)
             return loss + pen * len(idx) / n, grad, 1.0 / len(idx)
 
         return fit_epochs(step, theta, opt, monitor, n_sequences=n,
                           batch_size=self.batch_size, rng=rng,
                           desc="RandomizedCRFTagger")
+
+    def _store_params(self, params):
+        """Set the fitted attributes from a :class:`~skgpstruct._tagging.crf_solver.CRFParams`."""
+        self.coef_ = params.coef
+        self.intercept_ = params.intercept
+        self.transition_ = params.transition
+        self.transition_left_ = params.transition_left
+        self.transition_right_ = params.transition_right
+
+    # ------------------------------------- the objective, for tests and tools
+    def _backend_now(self):
+        return self.__dict__.get("_backend") or get_backend(getattr(self, "device_", "cpu"))
+
+    def _n_rows(self, n_rows):
+        return self.n_features_in_ if n_rows is None else n_rows
+
+    def _layout(self, n_rows=None):
+        """Offsets of W, b and the transitions in the flat parameter vector
+        (``n_rows`` weight rows; default ``n_features_in_``)."""
+        return layout(self._spec(), self._n_rows(n_rows))
+
+    def _unpack(self, theta, n_rows=None):
+        return unpack(self._spec(), theta, self._n_rows(n_rows))
+
+    def _pack(self, rows=None):
+        """Flat parameter vector (weight rows ``rows`` only, if given)."""
+        return pack(self._params(), rows)
+
+    def _penalty(self, theta, n_rows=None):
+        return penalty(self._spec(), theta, self._n_rows(n_rows))
+
+    def _penalty_value(self, theta, cuts):
+        return penalty_value(self._spec(), theta, cuts)
+
+    def _chunk_loss_grad(self, theta, data, seeds):
+        return chunk_loss_grad(self._spec(), theta, data, seeds, self._backend_now())
+
+    def _loss_grad(self, theta, data, seq_idx, seeds, parallel):
+        return crf_loss_grad(self._spec(), theta, data, seq_idx, seeds, parallel,
+                             self._backend_now())
+
+    def _sparse_loss_grad(self, theta, data, seeds, n_rows, parallel):
+        return sparse_loss_grad(self._spec(), theta, data, seeds, n_rows, parallel,
+                                self._backend_now())
 
     @property
     def loss_curve_(self):
@@ -452,31 +466,26 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         """``{(feature index, label): weight}`` of the non-zero unary weights,
         as sklearn-crfsuite's ``state_features_`` (names:
         :func:`skgpstruct.inspection.state_features`)."""
-        from ..inspection import state_features
-
-        return state_features(self)
+        check_is_fitted(self, "coef_")
+        return state_weights(self.coef_, self.classes_.tolist(),
+                             list(range(self.n_features_in_)))
 
     @property
     def transition_features_(self):
         """``{(label_from, label_to): weight}``, as sklearn-crfsuite's
         ``transition_features_``."""
-        from ..inspection import transition_features
-
-        return transition_features(self)
+        check_is_fitted(self, "coef_")
+        return transition_weights(self._dense_transitions(), self.classes_.tolist())
 
     # -------------------------------------------------------------- predict
     def _unary(self, data):
-        return data.product(self.coef_) + self.intercept_
+        return crf_unary(self._params(), data)
 
     def _dense_transitions(self):
-        if self.transition_ is not None:
-            return self.transition_
-        return self.transition_left_ @ self.transition_right_.T
+        return self._params().dense_transitions()
 
     def _transition_spec(self):
-        if self.transition_ is not None:
-            return self.transition_
-        return (self.transition_left_, self.transition_right_)
+        return self._params().transitions
 
     def _decoder(self):
         return "viterbi" if self.beam_size is None else "beam"
@@ -496,22 +505,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, CRFObjectiveMixin, RowSparseAdaGr
         """Exact (or beam-restricted) marginals of every sequence of ``data``."""
         U, spec = self._decode_potentials(data)
         if self.beam_size is None:
-            backend = self._predict_backend()
-            B = _dense(spec)
-            # chunks of sequences: the kernel's pairwise marginals (unused
-            # here) take V^2 per sequence, far more than the tokens' V; a
-            # sequence's marginals do not depend on the rest of its batch
-            n, offsets = data.n_sequences, data.offsets
-            step = max(1, _PAIRWISE_BYTES // (8 * B.shape[-1] ** 2))
-            out = []
-            for i in range(0, n, step):
-                j = min(i + step, n)
-                unary = backend.marginals_ragged(U[offsets[i]:offsets[j]],
-                                                 data.lengths[i:j], B)[0]
-                # long chains drift from sum 1 (see renormalize_rows): 2e-12 after
-                renormalize_rows(unary)
-                out.extend(np.split(unary, offsets[i + 1:j] - offsets[i]))
-            return out
+            marginals = chain_marginals(U, data.lengths, _dense(spec), self._predict_backend())
+            return data.split(marginals)
         if isinstance(spec, tuple):
             spec = rdp.LowRankTransitions(*spec)
         out = []
