@@ -288,6 +288,13 @@ def _scratch(T, V):
 
 
 @njit(cache=True, nogil=True)
+def _viterbi_scratch(T, V):
+    """Buffers of :func:`_viterbi_core` for sequences up to length T: Uf,
+    delta, back."""
+    return np.empty((T, V)), np.empty((T, V)), np.zeros((T, V), dtype=np.int64)
+
+
+@njit(cache=True, nogil=True)
 def _max_length(offsets):
     T_max = 0
     for n in range(offsets.shape[0] - 1):
@@ -336,9 +343,7 @@ def _fb_kernel(U, B, start, end, y, unary, pairwise):
 def _viterbi_kernel(U, B, start, end, paths):
     S, T, V = U.shape
     scores = np.empty(S)
-    Uf = np.empty((T, V))
-    delta = np.empty((T, V))
-    back = np.zeros((T, V), dtype=np.int64)
+    Uf, delta, back = _viterbi_scratch(T, V)
     for s in range(S):
         scores[s] = _viterbi_core(Uf, _load(U, B, start, end, s, Uf), delta, back, paths[s])
     return scores
@@ -378,10 +383,7 @@ def _viterbi_ragged_kernel(U, offsets, B, start, end, paths):
     V = U.shape[1]
     shared = B.shape[0] == 1
     scores = np.empty(N)
-    T_max = _max_length(offsets)
-    Uf = np.empty((T_max, V))
-    delta = np.empty((T_max, V))
-    back = np.zeros((T_max, V), dtype=np.int64)
+    Uf, delta, back = _viterbi_scratch(_max_length(offsets), V)
     for n in range(N):
         a, b = offsets[n], offsets[n + 1]
         T = b - a

@@ -237,11 +237,26 @@ def _finish_pair(E, M, out, y_given, accumulate):
 
 
 @njit(cache=True, nogil=True)
-def _scratch(T, V):
-    """E, ET, Uf, X, alpha, fwd, bwd, m, s, vec (3, V), M, pw."""
-    return (np.empty((V, V)), np.empty((V, V)), np.empty((T, V)), np.empty((T, V)),
+def _scratch(T, V, B):
+    """E, ET, Uf, X, alpha, fwd, bwd, m, s, vec (3, V), M, pw, c, rB: with a
+    shared B (leading axis 1) E, ET, c, rB are :func:`_exp_B`'s of B[0];
+    with per-sample (per-sequence) transitions c, rB = 0, inf, E and ET unset."""
+    E, ET = np.empty((V, V)), np.empty((V, V))
+    c, rB = _exp_B(B[0], E, ET) if B.shape[0] == 1 else (0.0, np.inf)
+    return (E, ET, np.empty((T, V)), np.empty((T, V)),
             np.empty((T, V)), np.empty((T, V)), np.empty((T, V)), np.empty(T), np.empty(T),
-            np.empty((3, V)), np.empty((V, V)), np.empty((V, V)))
+            np.empty((3, V)), np.empty((V, V)), np.empty((V, V)), c, rB)
+
+
+@njit(cache=True, nogil=True)
+def _load_exp(U, B, start, end, k, Uf, E, ET, c, rB):
+    """:func:`_load` of sample k into Uf; return (B_k, c, rB), B_k's own
+    :func:`_exp_B` into E, ET with per-sample transitions, else the shared
+    B's c, rB as passed."""
+    Bk = _load(U, B, start, end, k, Uf)
+    if B.shape[0] != 1:
+        c, rB = _exp_B(Bk, E, ET)
+    return Bk, c, rB
 
 
 # ------------------------------------------------------------ batched kernels
@@ -251,13 +266,9 @@ def _fb_kernel(U, B, start, end, y, unary, pairwise, fell):
     gradients when ``y`` is not empty), in linear space where safe."""
     S, T, V = U.shape
     out = np.empty(S)
-    E, ET, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw = _scratch(T, V)
-    shared = B.shape[0] == 1
-    c, rB = _exp_B(B[0], E, ET) if shared else (0.0, np.inf)
+    E, ET, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw, c, rB = _scratch(T, V, B)
     for k in range(S):
-        Bk = _load(U, B, start, end, k, Uf)
-        if not shared:
-            c, rB = _exp_B(Bk, E, ET)
+        Bk, c, rB = _load_exp(U, B, start, end, k, Uf, E, ET, c, rB)
         M[:, :] = 0.0
         v, f = _seq(Uf, Bk, y, E, ET, c, rB, X, m, alpha, s, fwd, bwd, vec,
                     unary[k], M, pairwise[k])
@@ -276,13 +287,9 @@ def _forward_kernel(U, B, start, end, y, fell):
     arithmetic as :func:`_fb_kernel` (so the values agree bit for bit)."""
     S, T, V = U.shape
     out = np.empty(S)
-    E, ET, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw = _scratch(T, V)
-    shared = B.shape[0] == 1
-    c, rB = _exp_B(B[0], E, ET) if shared else (0.0, np.inf)
+    E, ET, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw, c, rB = _scratch(T, V, B)
     for k in range(S):
-        Bk = _load(U, B, start, end, k, Uf)
-        if not shared:
-            c, rB = _exp_B(Bk, E, ET)
+        Bk, c, rB = _load_exp(U, B, start, end, k, Uf, E, ET, c, rB)
         if rB <= _SAFE_RANGE and _exp_U(Uf, rB, X, m) and _lin_forward(X, E, alpha, s, vec[0]):
             out[k] = _log_z(m, c, s, T)
             fell[k] = 0
@@ -304,11 +311,10 @@ def _fb_ragged_kernel(U, offsets, B, start, end, y, unary, pairwise, fell):
     N = offsets.shape[0] - 1
     V = U.shape[1]
     out = np.empty(N)
-    E, ET, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw = _scratch(_max_length(offsets), V)
+    E, ET, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw, c, rB = _scratch(_max_length(offsets), V, B)
     shared = B.shape[0] == 1
     summed = pairwise.shape[0] == 1 and N > 1 and shared
     has_y = y.shape[0] > 0
-    c, rB = _exp_B(B[0], E, ET) if shared else (0.0, np.inf)
     pairwise[:, :, :] = 0.0
     M[:, :] = 0.0
     any_linear = False
@@ -352,8 +358,7 @@ def _ll_grad_ragged_blas(U, offsets, B, start, end, y, gU, gB, fell):
     N = offsets.shape[0] - 1
     V = U.shape[1]
     out = np.empty(N)
-    E, ET, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw = _scratch(_max_length(offsets), V)
-    c, rB = _exp_B(B[0], E, ET)
+    E, ET, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw, c, rB = _scratch(_max_length(offsets), V, B)
     G = gB[0]
     G[:, :] = 0.0
     # sequences that are safe: X, m of each into its own rows of Xs / ms
