@@ -1,13 +1,16 @@
 """The report of ``ud_morph.py``: its rows and tasks, the markdown table
-with the fit-time ratios, the notes, the plot, and the results file that
-runs (and ``--merge``) add rows to.
+with the fit-time ratios, the notes, the plot, and the results section
+(``default`` of ``results/ud_morph.{md,json}``, ``quick`` for ``--quick``)
+that runs (and ``--merge``) add rows to.
 """
 
 import json
-import sys
 from pathlib import Path
 
-from _common import RESULTS_DIR, markdown_table
+from _common import markdown_table, plot_path, provenance, read_results, write_section
+
+#: The md's machine bullet of the section: the machines are per row.
+MACHINE = "per row: the 'Machine of' lines at the end of this section"
 
 
 RDP_PERCENTS = (5, 10, 20)
@@ -106,6 +109,14 @@ def render(payload, quick):
         info = json.loads(m)
         parts.append(f"\nMachine of {', '.join(keys)}: "
                      + ", ".join(f"{k} {v}" for k, v in info.items()) + "\n")
+    by_run = {}
+    for key, stamp in sorted(payload.get("row_provenance", {}).items()):
+        run = (stamp.get("commit") or "unknown", str(stamp.get("date", "")),
+               " (uncommitted changes)" if stamp.get("dirty") else "")
+        by_run.setdefault(run, []).append(key)
+    if len(by_run) > 1:
+        for (commit, date, dirty), keys in by_run.items():
+            parts.append(f"\nRun of {', '.join(keys)}: commit `{commit}`{dirty}, {date}\n")
     return "\n".join(parts)
 
 
@@ -170,19 +181,23 @@ def plot(payload, path):
     plt.close(fig)
 
 
-def save(tasks, machines, quick, notes=None):
-    """Merge ``tasks`` (``{task: {"data": ..., "rows": {row: ...}}}``) and
-    ``machines`` into the results file as it is now (another process may have
-    written rows meanwhile), then write its json, markdown and plot."""
-    name = "ud_morph_quick" if quick else "ud_morph"
-    json_path = RESULTS_DIR / f"{name}.json"
-    payload = {}
-    if json_path.exists():
-        try:
-            payload = json.loads(json_path.read_text())
-        except ValueError:
-            print(f"ud_morph: {json_path} is not valid json; starting afresh",
-                  file=sys.stderr)
+def save(tasks, machines, quick, notes=None, row_provenance=None):
+    """Merge ``tasks`` (``{task: {"data": ..., "rows": {row: ...}}}``),
+    ``machines`` and ``row_provenance`` (``{task/row: stamp}``; default this
+    run's for every row of ``machines``) into the results section as it is
+    now (another process may have written rows meanwhile), then write its
+    json, markdown and plot. A row kept from before keeps its stamp (the
+    section's, for rows written before rows had their own)."""
+    key = "quick" if quick else "default"
+    payload = dict(read_results("ud_morph")["sections"].get(key, {}))
+    before = payload.pop("provenance", None)
+    stamps = payload.setdefault("row_provenance", {})
+    for row in payload.get("machines", {}):
+        if row not in stamps and before is not None:
+            stamps[row] = before
+    if row_provenance is None:
+        row_provenance = {row: provenance() for row in machines}
+    stamps.update(row_provenance)
     for task, entry in tasks.items():
         mine = payload.setdefault("tasks", {}).setdefault(task, {})
         if entry.get("data") is not None:
@@ -192,16 +207,22 @@ def save(tasks, machines, quick, notes=None):
     payload["title"] = "UD Hungarian-Szeged morphological tagging"
     if notes is not None or "notes" not in payload:
         payload["notes"] = NOTES if notes is None else notes
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps(payload, indent=2))
     text = render(payload, quick)
-    (RESULTS_DIR / f"{name}.md").write_text(text)
-    plot(payload, RESULTS_DIR / f"{name}.png")
-    print(text)
+    print(write_section("ud_morph", key, payload, text, machine=MACHINE))
+    path = plot_path("ud_morph", key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot(payload, path)
 
 
 def merge(other_path, quick):
-    """Copy every row (and its machine) of ``other_path`` into the results."""
+    """Copy every row (and its machine and stamp) of ``other_path`` (a
+    ``ud_morph.json`` written elsewhere) into the results."""
     other = json.loads(Path(other_path).read_text())
-    save(other.get("tasks", {}), other.get("machines", {}), quick)
+    if "sections" in other:
+        other = other["sections"]["quick" if quick else "default"]
+    stamps = dict(other.get("row_provenance", {}))
+    for row in other.get("machines", {}):
+        if row not in stamps and other.get("provenance"):
+            stamps[row] = other["provenance"]
+    save(other.get("tasks", {}), other.get("machines", {}), quick, row_provenance=stamps)
     return 0

@@ -99,10 +99,12 @@ of one draw of each.
 The table holds, per strategy, model and number of labelled sentences, the
 mean and standard deviation over the folds (and repeats); the script also prints how many
 sentences GP mutual information needs to reach the GP's error after 100
-random sentences (mean curves over the folds). Results go to
-``benchmarks/results/active_learning.{md,json}`` and, with matplotlib (the
-``plot`` extra), ``active_learning.png`` (mean curves with +- one standard
-deviation bands).
+random sentences (mean curves over the folds). Results go to the section
+``default`` of ``benchmarks/results/active_learning.{md,json}`` (``--name
+KEY``: the section ``KEY``; the other sections are kept) and, with
+matplotlib (the ``plot`` extra), ``active_learning.png``
+(``active_learning_KEY.png``; mean curves with +- one standard deviation
+bands).
 
 Usage::
 
@@ -112,7 +114,7 @@ Usage::
                       gp_mi_power gp_mi_prior gp_epig]
         [--task basenp|ud_upos] [--pool 300] [--models GPStructTagger]
         [--n-jobs 1] [--repeats 1] [--cv-repeats 1] [--n-paths 1]
-        [--acquisition-seed 0]
+        [--acquisition-seed 0] [--name SECTION]
 
 ``--quick`` runs fold 0 up to 40 sentences.
 """
@@ -130,7 +132,7 @@ from joblib import Parallel, delayed
 from sklearn.preprocessing import normalize
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import RESULTS_DIR, write_results  # noqa: E402
+from _common import add_name_argument, plot_path, section_key, write_results  # noqa: E402
 from gpstruct_table1 import _fold_data  # noqa: E402
 from validation_seeds import _with_repeats  # noqa: E402
 
@@ -401,8 +403,9 @@ def main(argv=None):
                              "scores only (their Monte Carlo draws; the fits, the test "
                              "errors and the random arm are unchanged)")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--name", default="active_learning")
+    add_name_argument(parser, "active_learning")
     args = parser.parse_args(argv)
+    section = section_key("active_learning", args.name)  # a bad name fails now, not at the end
     if args.quick:
         args.folds, args.budget = [0], 40
     if "GPStructTagger" not in args.models:
@@ -444,13 +447,13 @@ def main(argv=None):
         print(notes[-1])
         notes.append(_paired_note(sizes, per_fold, strategies))
         print(notes[-1])
-    write_results(args.name, rows, ["strategy", "model"] + [str(n) for n in sizes],
+    write_results("active_learning", rows, ["strategy", "model"] + [str(n) for n in sizes],
                   title=f"Active learning on {title}", notes=notes,
                   extra={"task": args.task, "sizes": sizes, "folds": args.folds,
                          "repeats": args.repeats, "c2": args.c2, "means": means,
                          "stds": stds, "target": target, "reach": reach,
-                         "per_fold": per_fold})
-    _plot(sizes, means, stds, RESULTS_DIR / f"{args.name}.png", strategies, models)
+                         "per_fold": per_fold}, section=section)
+    _plot(sizes, means, stds, plot_path("active_learning", section), strategies, models)
 
 
 if __name__ == "__main__":

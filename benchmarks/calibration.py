@@ -19,13 +19,14 @@ Models: ``gp`` GPStructTagger (default parameters, or ``--gp-params``,
 (``n_top=None``: exact forward-backward, L-BFGS) at each ``--c2``; and
 ``crfsuite`` sklearn-crfsuite (L-BFGS, ``c1=0``) at each ``--c2``, its
 marginals from ``CRF.predict_marginals`` put in column order. The table holds
-the means over the folds; it is written with the per-fold numbers to
-``benchmarks/results/calibration.{md,json}``, and a reliability diagram
-(tokens pooled over the folds; GPStructTagger and the two CRFs at
-crfsuite's best-error c2) per task and path to
+the means over the folds; it is written with the per-fold numbers to the
+section ``default`` of ``benchmarks/results/calibration.{md,json}``, and a
+reliability diagram (tokens pooled over the folds; GPStructTagger and the
+two CRFs at crfsuite's best-error c2) per task and path to
 ``benchmarks/results/calibration_<task>_<path>.png`` when matplotlib (the
-``plot`` extra) is installed (``--name NAME``: ``NAME.{md,json}`` and
-``NAME_<task>_<path>.png``, so another run leaves these alone). The script
+``plot`` extra) is installed (``--name KEY``: the section ``KEY`` and
+``calibration_KEY_<task>_<path>.png``, so another run leaves the other
+sections and figures alone). The script
 also prints, per task and path, crfsuite's best-error c2 and how
 GPStructTagger compares with crfsuite and with the exact RandomizedCRFTagger
 at that c2 (issue 13's acceptance test).
@@ -36,6 +37,7 @@ Usage::
         [--features gpstruct crfpp] [--folds 0 1 2 3 4]
         [--models gp crf crfsuite] [--c2 0.01 0.1 1] [--quick]
         [--gp-params '{"posterior": "coupled"}'] [--crf-params '{}'] [--n-jobs 2]
+        [--name SECTION]
 
 ``--quick`` runs fold 0 of basenp on the gpstruct path only.
 """
@@ -50,7 +52,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import RESULTS_DIR, write_results  # noqa: E402
+from _common import add_name_argument, plot_path, section_key, write_results  # noqa: E402
 from gpstruct_table1 import _crfsuite_features, _fold_data  # noqa: E402
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
@@ -182,7 +184,7 @@ def _pooled_curve(per_fold):
     return conf[ok] / count[ok], acc[ok] / count[ok], count[ok]
 
 
-def _plot(task, features, results, names, prefix="calibration"):
+def _plot(task, features, results, names, section="default"):
     try:
         import matplotlib
 
@@ -212,8 +214,8 @@ def _plot(task, features, results, names, prefix="calibration"):
     ax_hist.set_xlabel("confidence (max token marginal)")
     ax_hist.set_ylabel("tokens")
     fig.tight_layout()
-    RESULTS_DIR.mkdir(parents=True, exist_ok=True)
-    path = RESULTS_DIR / f"{prefix}_{task}_{features}.png"
+    path = plot_path("calibration", section, f"_{task}_{features}")
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)
     print(f"wrote {path.name}")
@@ -260,8 +262,9 @@ def main(argv=None):
     parser.add_argument("--crf-params", default="{}",
                         help="JSON dict of RandomizedCRFTagger params (besides c2)")
     parser.add_argument("--n-jobs", type=int, default=None)
-    parser.add_argument("--name", default="calibration")
+    add_name_argument(parser, "calibration")
     args = parser.parse_args(argv)
+    section = section_key("calibration", args.name)
     if args.quick:
         args.tasks, args.features, args.folds = ["basenp"], ["gpstruct"], [0]
     gp_params = json.loads(args.gp_params)
@@ -317,7 +320,7 @@ def main(argv=None):
             shown = names if best is None else [
                 n for n in names if "c2=" not in n or n.endswith(f"c2={best}")]
             plots[f"{task}/{features}"] = _plot(task, features, results, shown,
-                                                 prefix=args.name)
+                                                 section=section)
 
     notes.append(f"ECE over {N_BINS} equal-width bins of the max marginal; error % at 80 % "
                  "coverage: error of the argmax of the marginals over the 80 % of test "
@@ -326,12 +329,13 @@ def main(argv=None):
     notes.append(f"GPStructTagger params: {gp_params or 'defaults'}; RandomizedCRFTagger "
                  f"params besides c2: {crf_params or 'defaults'} (n_top=None: exact mode).")
     columns = ["task", "features", "model", *METRICS, "folds"]
-    write_results(args.name, rows, columns,
+    write_results("calibration", rows, columns,
                   title="Calibration of the token marginals (mean over folds)",
                   notes=notes,
                   extra={"per_fold": per_fold_rows, "folds": args.folds,
                          "best_crfsuite_c2": best_c2, "plots": plots,
-                         "gp_params": gp_params, "crf_params": crf_params})
+                         "gp_params": gp_params, "crf_params": crf_params},
+                  section=section)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,14 @@ RandomizedCRFTagger (``n_top=None``) and sklearn-crfsuite (L-BFGS,
 ``c1=0``, as ``ud_morph.py`` gives it the features) at each ``--c2``, each
 CRF's c2 chosen by dev token error. Every model is scored on the test
 sentences with ``calibration.py``'s metrics: token error, log loss, Brier,
-ECE (15 bins), error at 80 % coverage, fit seconds. Results go to
-``benchmarks/results/calibration_transfer.{md,json}``.
+ECE (15 bins), error at 80 % coverage, fit seconds. Results go to the
+section ``default`` of ``benchmarks/results/calibration_transfer.{md,json}``
+(``--name KEY``: the section ``KEY``, e.g. ``n100`` for ``--n-train 100``).
 
 Usage::
 
     python benchmarks/calibration_transfer.py [--n-train 300] [--c2 0.01 0.1 1]
+        [--name SECTION]
 """
 
 import argparse
@@ -30,7 +32,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import write_results  # noqa: E402
+from _common import add_name_argument, section_key, write_results  # noqa: E402
 from calibration import METRICS, run_crf, run_crfsuite, run_gp  # noqa: E402
 from ud_morph import featurize, load_split, to_crfsuite  # noqa: E402
 
@@ -46,8 +48,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n-train", type=int, default=300)
     parser.add_argument("--c2", nargs="+", type=float, default=[0.01, 0.1, 1.0])
-    parser.add_argument("--name", default="calibration_transfer")
+    add_name_argument(parser, "calibration_transfer")
     args = parser.parse_args(argv)
+    section = section_key("calibration_transfer", args.name)
     warnings.simplefilter("ignore")
 
     data = load_split("upos", quick=False)
@@ -93,9 +96,9 @@ def main(argv=None):
         "ECE over 15 equal-width bins of the max marginal; error % at 80 % coverage: "
         "error of the argmax of the marginals over the 80 % most confident test tokens.",
     ]
-    write_results(args.name, rows, ["model", "chosen"] + METRICS,
+    write_results("calibration_transfer", rows, ["model", "chosen"] + METRICS,
                   title="Calibration on a task the defaults were not chosen on: "
-                        "UD Hungarian UPOS", notes=notes)
+                        "UD Hungarian UPOS", notes=notes, section=section)
 
 
 if __name__ == "__main__":

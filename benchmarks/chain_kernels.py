@@ -27,7 +27,7 @@ matrix-matrix products, ``_linear_kernels._ll_grad_ragged_blas``).
 
 Compilation is excluded (one warm-up call per kernel), every time is the
 median of repeats, and ratios are taken against numba in the same run.
-Results go to ``benchmarks/results/chain_kernels.{md,json}``.
+Results go to the section ``default`` of ``benchmarks/results/chain_kernels.{md,json}``.
 
 Usage::
 
@@ -35,7 +35,6 @@ Usage::
 """
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -44,7 +43,7 @@ import warnings
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import RESULTS_DIR, markdown_table, time_call, write_results  # noqa: E402
+from _common import markdown_table, time_call, write_results  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from skgpstruct import chain  # noqa: E402
@@ -227,17 +226,17 @@ def main(argv=None):
     ] + skipped
     if torch is None:
         notes.append("torch is not installed in this environment: no torch peers.")
+    more, extra = large_V_table(repeats) if args.large_V else (None, None)
     write_results(
         "chain_kernels", rows, columns,
         title="Batched linear-chain marginals: numba vs numpy vs torch", notes=notes,
+        more_markdown=more, extra=extra,
     )
-    if args.large_V:
-        large_V_table(repeats)
 
 
 def large_V_table(repeats):
-    """Second table: the ragged training pass at V = 444, appended to the
-    results written by :func:`main`."""
+    """Second table: the ragged training pass at V = 444, for the results
+    written by :func:`main`: ``(markdown, {"large_V": ...})``."""
     rng = np.random.default_rng(1)
     rows = []
     for V in (14, 45, 444):
@@ -290,15 +289,9 @@ def large_V_table(repeats):
         "Median wall time of one call, warm-up excluded; all three are checked "
         "against each other before timing (rtol = atol = 1e-10).",
     ]
-    md = RESULTS_DIR / "chain_kernels.md"
-    text = f"\n## {title}\n\n" + markdown_table(rows, columns) + "\n\n"
+    text = f"## {title}\n\n" + markdown_table(rows, columns) + "\n\n"
     text += "\n".join(f"- {n}" for n in notes) + "\n"
-    print(text)
-    md.write_text(md.read_text() + text)
-    js = RESULTS_DIR / "chain_kernels.json"
-    payload = json.loads(js.read_text())
-    payload["large_V"] = {"title": title, "rows": rows, "notes": notes}
-    js.write_text(json.dumps(payload, indent=2))
+    return text, {"large_V": {"title": title, "rows": rows, "notes": notes}}
 
 
 if __name__ == "__main__":

@@ -8,13 +8,15 @@ std over folds) and fit / predict seconds per fold, for GPStructTagger with
 its default parameters (or those given with ``--gp-params``; a second row
 predicts from the same fits with ``decode="viterbi"``) and for
 sklearn-crfsuite (L-BFGS, c2 in 0.01 / 0.1 / 1, on the same features) in the
-same run. Results go to ``benchmarks/results/gpstruct_table1.{md,json}``.
+same run. Results go to the section ``default`` of
+``benchmarks/results/gpstruct_table1.{md,json}`` (``--name KEY``: the
+section ``KEY``).
 
 Usage::
 
     python benchmarks/gpstruct_table1.py [--tasks basenp chunking basenp_large]
         [--features gpstruct crfpp] [--folds 0 1 2 3 4] [--no-crfsuite]
-        [--gp-params '{"n_inducing": 300}'] [--n-jobs 2]
+        [--gp-params '{"n_inducing": 300}'] [--n-jobs 2] [--name SECTION]
 """
 
 import argparse
@@ -28,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import write_results  # noqa: E402
+from _common import add_name_argument, section_key, write_results  # noqa: E402
 
 from skgpstruct import GPStructTagger  # noqa: E402
 from skgpstruct.datasets import load_benchmark  # noqa: E402
@@ -124,12 +126,13 @@ def main(argv=None):
     parser.add_argument("--c2", nargs="+", type=float, default=[0.01, 0.1, 1.0])
     parser.add_argument("--no-crfsuite", action="store_true")
     parser.add_argument("--n-jobs", type=int, default=None)
-    parser.add_argument("--name", default="gpstruct_table1")
+    add_name_argument(parser, "gpstruct_table1")
     parser.add_argument("--baseline", nargs="*", default=[], metavar="TASK/FEATURES",
                         help="also fit the previous defaults (inducing-point form, "
                              "variance 3, 500 inducing points) on these task/features "
                              "pairs, e.g. basenp/gpstruct: the before/after ratio")
     args = parser.parse_args(argv)
+    section = section_key("gpstruct_table1", args.name)
     gp_params = json.loads(args.gp_params)
     if args.n_jobs is not None:
         gp_params["n_jobs"] = args.n_jobs
@@ -177,9 +180,10 @@ def main(argv=None):
     notes.append("CRF++ (crf_learn defaults, template path, 5-fold means, measured "
                  "for issue 12, not in this run): basenp 4.17, chunking 8.77, "
                  "basenp_large 3.59.")
-    write_results(args.name, rows, columns,
+    write_results("gpstruct_table1", rows, columns,
                   title="GPstruct Table 1 protocol: token error % over the folds",
-                  notes=notes, extra={"gp_params": gp_params, "folds": args.folds})
+                  notes=notes, extra={"gp_params": gp_params, "folds": args.folds},
+                  section=section)
 
 
 if __name__ == "__main__":

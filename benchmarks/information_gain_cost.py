@@ -18,13 +18,14 @@ points), each scores the pool by
 The table gives each call's median wall time over ``--repeats`` calls after
 a warm-up (JIT compilation out), its ratio to ``bald``'s time for the same
 model, and the Spearman rank correlation of its scores with ``bald``'s and
-with the same call of the other form. Results go to
-``benchmarks/results/information_gain_cost.{md,json}``.
+with the same call of the other form. Results go to the section ``default``
+of ``benchmarks/results/information_gain_cost.{md,json}`` (``--name KEY``:
+the section ``KEY``).
 
 Usage::
 
     python benchmarks/information_gain_cost.py [--n-labelled 60] [--n-inducing 500]
-        [--n-target 50] [--repeats 3] [--n-jobs 1]
+        [--n-target 50] [--repeats 3] [--n-jobs 1] [--name SECTION]
 """
 
 import argparse
@@ -36,7 +37,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import time_call, write_results  # noqa: E402
+from _common import add_name_argument, section_key, time_call, write_results  # noqa: E402
 from gpstruct_table1 import _fold_data  # noqa: E402
 
 from skgpstruct import GPStructTagger  # noqa: E402
@@ -50,8 +51,9 @@ def main(argv=None):
     parser.add_argument("--n-target", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--n-jobs", type=int, default=1)
-    parser.add_argument("--name", default="information_gain_cost")
+    add_name_argument(parser, "information_gain_cost")
     args = parser.parse_args(argv)
+    section = section_key("information_gain_cost", args.name)
 
     b = load_benchmark("basenp", features="gpstruct")
     X, y, X_te, _ = _fold_data(b, *b.folds[0])
@@ -102,9 +104,9 @@ def main(argv=None):
         f"approximation='inducing', n_inducing={args.n_inducing}, the linear kernel; "
         f"n_jobs={args.n_jobs}. Median of {args.repeats} calls after one warm-up.",
     ]
-    write_results(args.name, rows, list(rows[0]),
+    write_results("information_gain_cost", rows, list(rows[0]),
                   title="Cost of predict_information_gain against the path mutual information",
-                  notes=notes)
+                  notes=notes, section=section)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ Setup (the paper's, made explicit where it is silent):
   kinds differ only a little (entropies within a few percent);
   ``--lr 1e-3`` makes the long-tailed case clearly sharper, a harder
   setting for RDP at 10 % against a deterministic top half (its results
-  go to ``rdp_tables_lr0.001.*``: see there);
+  go to the section ``lr0.001``: see there);
 * potentials normalised as in the authors' code ("minmax", scale 10):
   U[t] = 10 (s_t - mean(s_t)) / range(s_t) per position, and
   B = 10 (E E^T - mean) / range over all N^2 entries. B is passed to the
@@ -34,17 +34,16 @@ Setup (the paper's, made explicit where it is silent):
 Tables: 2 (MSE of log Z-hat against the exact value), 3 (bias and
 variance), 4 (MSE of RDP by proposal at K = 10% of N), plus time and peak
 memory (resident-set growth of a fresh interpreter, Linux only) of one
-estimate. Results are printed as markdown and written to
-``benchmarks/results/rdp_tables.{md,json}`` (``rdp_tables_quick.*`` with
-``--quick``, a smoke run on small N with 10 runs).
+estimate. Results are printed as markdown and written to the section
+``default`` of ``benchmarks/results/rdp_tables.{md,json}`` (``quick`` with
+``--quick``, a smoke run on small N with 10 runs; ``lr<LR>`` or
+``quick_lr<LR>`` with another ``--lr``).
 
 Run: ``python benchmarks/rdp_tables.py [--quick] [--runs 100] [--seed 0] [--lr 1e-4]``
 """
 
 import argparse
-import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -53,14 +52,16 @@ from pathlib import Path
 
 import numpy as np
 
-from skgpstruct.chain.randomized import (
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _common import machine_info, write_section  # noqa: E402
+
+from skgpstruct.chain.randomized import (  # noqa: E402
     LowRankTransitions,
     randomized_log_partition,
     randomized_log_partition_draws,
     topk_log_partition,
 )
 
-RESULTS = Path(__file__).resolve().parent / "results"
 T = 10
 WIDTH = 50
 SCALE = 10.0
@@ -317,23 +318,18 @@ def main(argv=None):
                   log=lambda s: print(s, file=sys.stderr, flush=True))
     md = to_markdown(columns, runs, args.seed, args.lr)
     print(md)
-    import numba
     record = {
         "benchmark": "rdp_tables", "quick": args.quick, "runs": runs, "seed": args.seed,
         "T": T, "width": WIDTH, "scale": SCALE, "adam_lr": args.lr, "emissions": EMISSIONS,
         "rdp_split": "K1 = K2 = K/2", "proposal": "local+global",
         "total_seconds": time.perf_counter() - t0,
-        "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpu_count": os.cpu_count(), "numpy": np.__version__,
-                    "numba": numba.__version__},
+        "machine": machine_info(),
         "columns": columns,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = "rdp_tables_quick" if args.quick else "rdp_tables"
+    section = "quick" if args.quick else ""
     if args.lr != LR:
-        stem += f"_lr{args.lr:g}"
-    (RESULTS / f"{stem}.md").write_text(md + "\n")
-    (RESULTS / f"{stem}.json").write_text(json.dumps(record, indent=2) + "\n")
+        section += f"{'_' if section else ''}lr{args.lr:g}"
+    write_section("rdp_tables", section or "default", record, md)
 
 
 if __name__ == "__main__":

@@ -19,20 +19,22 @@ on, the papers' by default; its fits are the slow part).
 
 The table holds the means over the folds, the mean temperature, and the
 paired differences (scaled minus plain) of log loss and ECE with their
-standard errors over the folds. Results go to
-``benchmarks/results/temperature_scaling.{md,json}``.
+standard errors over the folds. Results go to the section ``default`` of
+``benchmarks/results/temperature_scaling.{md,json}`` (``--name KEY``: the
+section ``KEY``).
 
 Usage::
 
     python benchmarks/temperature_scaling.py [--tasks basenp chunking]
         [--features gpstruct crfpp] [--folds 0 1 2 3 4] [--c2 0.01 0.1 1 10]
-        [--gp-features gpstruct] [--quick]
+        [--gp-features gpstruct] [--quick] [--name SECTION]
 
 ``--quick`` runs fold 0 of basenp, papers' features. The GP on the CRF++
-template (``benchmarks/results/temperature_scaling_crfpp_gp.md``)::
+template (the section ``crfpp_gp`` of
+``benchmarks/results/temperature_scaling.md``)::
 
     python benchmarks/temperature_scaling.py --features crfpp --gp-features crfpp \
-        --name temperature_scaling_crfpp_gp
+        --name crfpp_gp
 """
 
 import argparse
@@ -42,7 +44,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import write_results  # noqa: E402
+from _common import add_name_argument, section_key, write_results  # noqa: E402
 from calibration import _fit_ours  # noqa: E402
 from gpstruct_table1 import _fold_data  # noqa: E402
 
@@ -84,8 +86,9 @@ def main(argv=None):
     parser.add_argument("--folds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
     parser.add_argument("--c2", nargs="+", type=float, default=[0.01, 0.1, 1.0, 10.0])
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--name", default="temperature_scaling")
+    add_name_argument(parser, "temperature_scaling")
     args = parser.parse_args(argv)
+    section = section_key("temperature_scaling", args.name)
     if args.quick:
         args.tasks, args.features, args.folds = ["basenp"], ["gpstruct"], [0]
     rows, per_fold = [], []
@@ -131,10 +134,10 @@ def main(argv=None):
         "unseen in a training fold gets marginal 0.",
         "GPStructTagger: default parameters; RandomizedCRFTagger: n_top=None (exact).",
     ]
-    write_results(args.name, rows, columns,
+    write_results("temperature_scaling", rows, columns,
                   title="Temperature scaling of the token marginals (mean over folds)",
                   notes=notes, extra={"per_fold": per_fold, "folds": args.folds,
-                                      "c2": args.c2})
+                                      "c2": args.c2}, section=section)
 
 
 if __name__ == "__main__":

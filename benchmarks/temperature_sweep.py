@@ -20,7 +20,9 @@ Usage::
     python benchmarks/temperature_sweep.py [--task chunking] [--features gpstruct]
         [--folds 0 1 2 3 4]
 
-Results go to ``benchmarks/results/temperature_sweep_<task>_<features>.{md,json}``.
+Results go to the section ``<task>_<features>`` of
+``benchmarks/results/temperature_sweep.{md,json}`` (the other sections are
+kept).
 """
 
 import argparse
@@ -117,7 +119,7 @@ def report(task, features, folds, per_fold):
                         f"(test-best T {min(f['rows'], key=lambda r: r['ECE %'])['T']:g})"
                         for f in per_fold)
     write_results(
-        f"temperature_sweep_{task}_{features}", rows,
+        "temperature_sweep", rows,
         ["temperature"] + list(metrics),
         title=(f"GPStructTagger on {task} ({features} features): the validated "
                "temperature against every temperature of the grid"),
@@ -128,7 +130,8 @@ def report(task, features, folds, per_fold):
                "The last two rows are chosen on the test sentences: references, not rules.",
                f"python benchmarks/temperature_sweep.py --task {task} "
                f"--features {features}"],
-        extra={"task": task, "features": features, "folds": folds, "per_fold": per_fold})
+        extra={"task": task, "features": features, "folds": folds, "per_fold": per_fold},
+        section=f"{task}_{features}")
 
 
 if __name__ == "__main__":

@@ -49,10 +49,12 @@ Protocol
   20-sentence subset with ``max_iter=1`` (and predict two sentences) so
   that numba compilation is not counted.
 
-Results are merged into ``benchmarks/results/ud_morph.json`` (keyed by task,
+Results are merged into the section ``default`` (``quick`` with
+``--quick``) of ``benchmarks/results/ud_morph.json`` (keyed by task,
 ``"upos_feats"`` or ``"upos"``, and row id: running some rows updates only
-those), and ``ud_morph.md`` (plus ``ud_morph.png``, test accuracy against
-fit seconds, if matplotlib is installed) is regenerated from the whole json.
+those; each row keeps the machine and the commit it ran on), and that
+section of ``ud_morph.md`` (plus ``ud_morph.png``, test accuracy against fit
+seconds, if matplotlib is installed) is regenerated from the whole section.
 No number is written by hand: all come from running this script.
 
 Usage::

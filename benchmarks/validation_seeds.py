@@ -19,7 +19,9 @@ Usage::
     python benchmarks/validation_seeds.py [--task chunking] [--features gpstruct]
         [--seeds 0 1000 2000 3000 4000] [--repeats 1]
 
-Results go to ``benchmarks/results/validation_seeds_<task>_<features>_r<R>.{md,json}``.
+Results go to the section ``<task>_<features>_r<R>`` of
+``benchmarks/results/validation_seeds.{md,json}`` (the other sections are
+kept).
 """
 
 import argparse
@@ -96,7 +98,7 @@ def main(argv=None):
                             else np.zeros(len(METRICS)))),
                  "(sigma^2, T) per fold": ""})
     write_results(
-        f"validation_seeds_{args.task}_{args.features}_r{args.repeats}", rows,
+        "validation_seeds", rows,
         ["seed offset", *METRICS, "(sigma^2, T) per fold"],
         title=(f"GPStructTagger on {args.task} ({args.features} features): test "
                f"calibration over the seeds of the validation in fit "
@@ -111,7 +113,8 @@ def main(argv=None):
                f"{args.features} --seeds {' '.join(map(str, args.seeds))} "
                f"--repeats {args.repeats}"],
         extra={"task": args.task, "features": args.features, "folds": args.folds,
-               "seeds": args.seeds, "repeats": args.repeats, "per_fold": per_fold})
+               "seeds": args.seeds, "repeats": args.repeats, "per_fold": per_fold},
+        section=f"{args.task}_{args.features}_r{args.repeats}")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
-"""Checks of ``benchmarks/calibration_paired.py`` on hand-made rows."""
+"""Checks of the paired differences over folds (``tests/_paired.py``, which
+``benchmarks/calibration_paired.py`` uses) on hand-made rows."""
 
 import numpy as np
 import pytest
 
-from ._bench_helpers import load_script
+from . import _paired
 
 
 @pytest.fixture(scope="module")
 def cp():
-    return load_script("calibration_paired")
+    return _paired
 
 
 def test_paired_by_hand(cp):

@@ -1,4 +1,5 @@
-"""Checks of ``benchmarks/coupled_additive.py`` (Adam's conjugate additive GP)."""
+"""Checks of Adam's conjugate additive GP (``tests/_additive_gp.py``, the model
+of ``benchmarks/coupled_additive.py``) and, through it, of the package's KL."""
 
 import numpy as np
 import pytest
@@ -6,12 +7,12 @@ from threadpoolctl import threadpool_limits
 
 from skgpstruct.gp.kl import mixture_kl
 
-from ._bench_helpers import load_script
+from . import _additive_gp
 
 
 @pytest.fixture(scope="module")
 def ca():
-    return load_script("coupled_additive")
+    return _additive_gp
 
 
 @pytest.fixture(scope="module")
