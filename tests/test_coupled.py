@@ -14,6 +14,8 @@ from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 
 from skgpstruct import GPStructTagger
+from skgpstruct._gpstruct import inducing_form
+from skgpstruct._gpstruct.predict import sequence_moments
 from skgpstruct._input.sequences import SequenceData
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.gp.variational import mean_field_to_coupled
@@ -161,8 +163,8 @@ def test_zero_coupling_matches_mean_field(data, K):
     cp.q_sqrt_ = mean_field_to_coupled(mf.q_sqrt_)
 
     test = _test_data(mf, Xt)
-    b_mf, S_mf = mf._sequence_moments(test)
-    b_cp, S_cp = cp._sequence_moments(test)
+    b_mf, S_mf = sequence_moments(mf._predictive(), test)
+    b_cp, S_cp = sequence_moments(cp._predictive(), test)
     assert_array_equal(b_cp, b_mf)
     for s_mf, s_cp, x in zip(S_mf, S_cp, Xt):
         T = len(x)
@@ -197,23 +199,23 @@ def test_pickle_and_clone(fitted, data):
     assert not hasattr(c, "q_sqrt_")
 
 
-def _spy_init(est, record):
-    init = est._init_params
+def _spy_init(monkeypatch, record):
+    init = inducing_form.initial_posterior
 
-    def spy(data, warm, rng):
-        params = init(data, warm, rng)
-        record.append((warm, copy.deepcopy(params)))
-        return params
+    def spy(*args, previous=None, **kwargs):
+        params, Z = init(*args, previous=previous, **kwargs)
+        record.append((previous is not None, copy.deepcopy(params)))
+        return params, Z
 
-    est._init_params = spy
+    monkeypatch.setattr(inducing_form, "initial_posterior", spy)
 
 
-def test_warm_start_mean_field_to_coupled_converts(data):
+def test_warm_start_mean_field_to_coupled_converts(data, monkeypatch):
     X, y = data
     est = GPStructTagger(warm_start=True, **FAST).fit(X[:N_TRAIN], y[:N_TRAIN])
     q_mu, q_sqrt = est.q_mu_.copy(), est.q_sqrt_.copy()
     record = []
-    _spy_init(est, record)
+    _spy_init(monkeypatch, record)
     est.set_params(posterior="coupled", max_iter=3)
     assert est._warm_start_compatible()
     est.fit(X[:N_TRAIN], y[:N_TRAIN])
@@ -227,12 +229,12 @@ def test_warm_start_mean_field_to_coupled_converts(data):
         assert_allclose(P.sum(axis=1), 1.0, atol=1e-12)
 
 
-def test_warm_start_coupled_to_mean_field_is_cold(data):
+def test_warm_start_coupled_to_mean_field_is_cold(data, monkeypatch):
     X, y = data
     est = GPStructTagger(posterior="coupled", warm_start=True, **FAST)
     est.fit(X[:N_TRAIN], y[:N_TRAIN])
     record = []
-    _spy_init(est, record)
+    _spy_init(monkeypatch, record)
     est.fit(X[:N_TRAIN], y[:N_TRAIN])  # coupled -> coupled: warm
     est.set_params(posterior="mean_field")
     assert not est._warm_start_compatible()
@@ -272,9 +274,12 @@ def test_estimator_objective_gradient_matches_finite_differences(fitted, data,
     est = copy.deepcopy(fitted)
     train = SequenceData.from_sequences(X[:N_TRAIN], y[:N_TRAIN])
     train.y_flat = est._encoder().transform(train.y_flat).astype(np.int64)
-    objective = est._objective(est._check_params(3), train, est._params(), True)
+    start = inducing_form.variational_params(vars(est))
+    objective = inducing_form.elbo_objective(est._check_params(3), train, start, est.kernel_,
+                                             est.inducing_points_, True,
+                                             **est.get_params(deep=False))[0]
     assert objective.layout.coupled
-    x0 = objective.layout.pack(est._params(), objective.initial_hyperparameters())
+    x0 = objective.layout.pack(start, objective.initial_hyperparameters())
     idx = np.arange(train.n_sequences)
     seeds = np.arange(train.n_sequences) + 11
     value, grad = objective(x0, idx, seeds)

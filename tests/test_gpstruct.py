@@ -9,6 +9,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
+from skgpstruct._gpstruct.inducing_form import kernel_terms
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.gp.kernels import LinearKernel, RBFKernel
 from skgpstruct.likelihoods import RandomizedCRFLikelihood
@@ -100,7 +101,7 @@ def test_learned_kernel_scale(data, optimizer):
     assert gp.kernel_.k2.get_params() == kw["kernel"].get_params()
     assert gp.elbo_history_[-1] > fixed.elbo_history_[-1]
     data_te = SequenceData.from_sequences(X_te, None, n_features=6)
-    t = gp._terms(data_te)
+    t = kernel_terms(gp._predictive().posterior, data_te)
     ref = compute_gp_terms(LinearKernel(variance=0.05 * s), data_te.X_flat, data_te.lengths,
                            gp.inducing_points_, jitter=gp.jitter * s)
     np.testing.assert_allclose(t.A, ref.A, rtol=1e-8, atol=1e-10)

@@ -12,6 +12,10 @@ from joblib import Parallel
 from numpy.testing import assert_allclose, assert_array_equal
 
 from skgpstruct import GPStructTagger
+from skgpstruct._gpstruct.inducing_form import kernel_terms
+from skgpstruct._gpstruct.information_gain import inducing_unary_draws, joint_unary_draws
+from skgpstruct._gpstruct.predict import sequence_moments
+from skgpstruct._gpstruct.weight_space_form import feature_design, feature_jitter
 from skgpstruct._utils.memory import MemoryBudgetError
 from skgpstruct._input.sequences import sequence_seeds
 from skgpstruct.datasets import make_chain_data
@@ -52,18 +56,19 @@ def test_joint_draws_have_the_posterior_moments(data):
     X_new = [x.copy() for x in X_te[:3]]
     X_new[0][:, ~seen] = 0.0  # only features seen in training
     data_new = gp._check_X(X_new)
-    F = gp._joint_unary_draws(data_new, sequence_seeds(data_new, gp.predict_seed_))
-    X_d = gp._feature_design(data_new.X_flat).toarray()
+    F = joint_unary_draws(gp._predictive(), data_new,
+                          sequence_seeds(data_new, gp.predict_seed_))
+    X_d = feature_design(data_new.X_flat, gp._bias_column_).toarray()
     var = gp.coef_var_.copy()
     var[:, :gp.n_features_in_][:, ~seen] = gp.temperature_ * gp.kernel_.variance
     mean = X_d @ gp.coef_.T
     cov_tok = np.einsum("nd,vd,md->vnm", X_d, var, X_d)  # (V, tokens, tokens)
-    cov_tok += gp._feature_jitter() * np.eye(X_d.shape[0])[None]
+    cov_tok += feature_jitter(gp._predictive().posterior) * np.eye(X_d.shape[0])[None]
     S = F.shape[0]
     sd = np.sqrt(np.einsum("vnn->nv", cov_tok))
     assert np.all(np.abs(F.mean(axis=0) - mean) < 4.5 * sd / np.sqrt(S))
     # the first sequence (seen features only) has the tagger's own moments
-    b, Sigma = gp._sequence_moments(data_new.subset([0]))
+    b, Sigma = sequence_moments(gp._predictive(), data_new.subset([0]))
     T0 = X_new[0].shape[0]
     assert_allclose(mean[:T0], b[0], rtol=1e-10, atol=1e-12)
     assert_allclose(cov_tok[:, :T0, :T0], Sigma[0][0], rtol=1e-10, atol=1e-12)
@@ -157,8 +162,8 @@ def _inducing_gp(X, y, **kw):
 def _draws(gp, X_target, X):
     target, data = gp._check_X(X_target), gp._check_X(X)
     with Parallel(n_jobs=1) as parallel:
-        return gp._inducing_unary_draws(target, data, sequence_seeds(data, gp.predict_seed_),
-                                        parallel)
+        return inducing_unary_draws(gp._predictive(), target, data,
+                                    sequence_seeds(data, gp.predict_seed_), parallel)
 
 
 @pytest.mark.parametrize("posterior, n_components", [("mean_field", 2), ("coupled", 1)])
@@ -172,13 +177,14 @@ def test_inducing_joint_draws_have_the_moments_of_the_whole_posterior(data, post
     F_t, F = _draws(gp, target, cand)
     # the exact joint posterior of every token: the tagger's own moments of
     # the candidates' and the target's tokens stacked as one sequence
-    b, Sigma = gp._sequence_moments(gp._check_X([np.vstack(cand + target)]))
+    b, Sigma = sequence_moments(gp._predictive(), gp._check_X([np.vstack(cand + target)]))
     G = np.concatenate([F, F_t], axis=1)  # (K S, tokens, V), candidates first
     # the prior's residual given the inducing variables: the covariance of a
     # posterior with no spread in them
     point = copy.deepcopy(gp)
     point.q_sqrt_ = np.zeros_like(gp.q_sqrt_)
-    R = point._sequence_moments(gp._check_X([np.vstack(cand + target)]))[1][0][0]
+    R = sequence_moments(point._predictive(),
+                         gp._check_X([np.vstack(cand + target)]))[1][0][0]
     R = R[0] if posterior == "mean_field" else R[:len(b[0]), :len(b[0])]
     n, V = G.shape[1], G.shape[2]
     nc, T0 = F.shape[1], cand[0].shape[0]
@@ -224,8 +230,8 @@ def test_tokens_repeated_across_sequences_share_their_residual(data):
     assert np.max(np.abs(twin - rows) / spread) < 0.1
     # two inducing points leave most of the variance to the residual: without
     # it the copy would not follow its twin
-    A = gp._terms(gp._check_X([X_te[1]])).A
-    assert np.mean(np.sum(A ** 2, axis=1)) < 0.5 * gp._fixed_kernel()[1] * gp.kernel_.diag(
+    A = kernel_terms(gp._predictive().posterior, gp._check_X([X_te[1]])).A
+    assert np.mean(np.sum(A ** 2, axis=1)) < 0.5 * gp._predictive().posterior.factor * gp.kernel_.diag(
         X_te[1]).mean()
     # and the copy is the more informative about the target
     ig = gp.predict_information_gain([X_te[1], X_te[5]], X_target=target)

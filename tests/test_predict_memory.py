@@ -18,6 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger
 from skgpstruct._gpstruct import predict as _gp_predict
+from skgpstruct._gpstruct import inducing_form, weight_space_form
 from skgpstruct._tagging import crf_solver
 
 
@@ -62,13 +63,13 @@ def test_moments_are_built_chunk_by_chunk(fitted, monkeypatch):
     X, y = _sparse_sequences(30, 5, 10, 500, seed=1)
     whole = fitted.predict_marginals(X)
     sizes = []
-    original = type(fitted)._sequence_moments
+    original = _gp_predict.sequence_moments
 
-    def recording(self, data):
+    def recording(pred, data):
         sizes.append(data.n_sequences)
-        return original(self, data)
+        return original(pred, data)
 
-    monkeypatch.setattr(type(fitted), "_sequence_moments", recording)
+    monkeypatch.setattr(_gp_predict, "sequence_moments", recording)
     chunked = fitted.predict_marginals(X)
     assert sizes == [7, 7, 7, 7, 2]
     for a, b in zip(whole, chunked):  # the same numbers, bit for bit
@@ -114,14 +115,14 @@ def test_elbo_is_summed_chunk_by_chunk(fitted, form, monkeypatch):
     whole = model.elbo(X, y)
     monkeypatch.setattr(_gp_predict, "PREDICT_CHUNK_SEQUENCES", 7)
     sizes = []
-    ell = "_feature_ell" if form == "features" else "_inducing_ell"
-    original = getattr(type(model), ell)
+    module = weight_space_form if form == "features" else inducing_form
+    original = module.sequence_ell
 
-    def recording(self, data):
+    def recording(data, *args):
         sizes.append(data.n_sequences)
-        return original(self, data)
+        return original(data, *args)
 
-    monkeypatch.setattr(type(model), ell, recording)
+    monkeypatch.setattr(module, "sequence_ell", recording)
     assert model.elbo(X, y) == whole  # the same sum, bit for bit
     assert sizes == [7, 7, 7, 7, 2]
 

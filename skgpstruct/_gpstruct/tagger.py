@@ -1,49 +1,27 @@
-"""GPStructTagger: a linear-chain CRF with Gaussian-process potentials.
+"""GPStructTagger, a linear-chain CRF with Gaussian-process potentials: a thin
+estimator over the functions of :mod:`.fitting`, :mod:`.weight_space_form`,
+:mod:`.inducing_form`, :mod:`.predict` and :mod:`.information_gain`."""
 
-The estimator is thin: it validates input, chooses inducing points,
-initialises the variational posterior and runs an optimiser on the
-:class:`~skgpstruct.gp.elbo.ELBOObjective`; predictions average
-forward-backward marginals over posterior samples of the potentials (drawn
-by :mod:`skgpstruct.gp.sampling`, as in training).
-"""
-
-from numbers import Integral, Real
-
-import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
-from sklearn.gaussian_process.kernels import Kernel
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted
 
-from .._tagging.base import (
-    SequenceTaggerMixin,
-    box_projection,
-    fit_epochs,
-    fit_lbfgs,
-    minibatches,
-)
-from .weight_space_form import FeatureFormMixin
-from .inducing_form import InducingFormMixin
-from .information_gain import InformationGainMixin
-from .predict import GPPredictMixin
-from .._utils.memory import check_fit_memory
-from ..likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
-from ..optim import make_optimizer
+from .._input.sequences import SequenceData
+from .._tagging.base import SequenceTaggerMixin
+from .._utils.seeds import SEED_MAX
+from . import inducing_form, weight_space_form
+from .fitting import (PARAMETER_CONSTRAINTS, check_memory, check_params, optimize,
+                      resolve_approximation, stale_attributes, warm_start_compatible)
+from .information_gain import information_gain
+from .predict import (decode_potentials, path_log_proba, path_uncertainty,
+                      posterior_elbo, predictive, token_marginals, token_uncertainty)
+from ..likelihoods import get_likelihood
 
 __all__ = ["GPStructTagger"]
 
-_SEED_MAX = np.iinfo(np.int32).max
 
-
-#: Fitted attributes of one posterior form only (dropped by a fit in the other).
-_FEATURES_ONLY = ("coef_", "coef_var_", "temperature_cv_results_", "_active_features_",
-                  "_bias_column_")
-_INDUCING_ONLY = ("q_mu_", "q_sqrt_", "inducing_points_", "_Lzz")
-
-
-class GPStructTagger(FeatureFormMixin, InducingFormMixin, InformationGainMixin,
-                     GPPredictMixin, SequenceTaggerMixin, BaseEstimator):
+class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
     """Linear-chain CRF whose potentials are Gaussian processes (GPstruct).
 
     One GP per label over the token features gives the unary potentials; the
@@ -400,62 +378,19 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, InformationGainMixin,
     """
 
     _fitted_attribute = "transition_mean_"
+    _UNCERTAINTY_KINDS = ("entropy", "mutual_information", "marginal_std")
 
-    _parameter_constraints: dict = {
-        **SequenceTaggerMixin._parameter_constraints,
-        "kernel": [Kernel, None],
-        "n_inducing": [Interval(Integral, 1, None, closed="left")],
-        "inducing": [StrOptions({"kmeans", "random"})],
-        "n_components": [Interval(Integral, 1, None, closed="left")],
-        "posterior": [StrOptions({"mean_field", "coupled"})],
-        "likelihood": [StrOptions({"crf", "pseudo", "randomized"}), Likelihood],
-        "gradient": [StrOptions({"pathwise", "score"})],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
-        "n_predict_samples": [Interval(Integral, 1, None, closed="left")],
-        "optimizer": [StrOptions({"lbfgs", "adam", "sgd", "saga"})],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left"), None],
-        "optimize_hyperparameters": ["boolean", StrOptions({"scale"})],
-        "kernel_variance": [Interval(Real, 0, None, closed="neither"),
-                            StrOptions({"cv", "elbo"})],
-        "approximation": [StrOptions({"auto", "features", "inducing"})],
-        "decode": [StrOptions({"marginal", "viterbi"})],
-        "jitter": [Interval(Real, 0, None, closed="left")],
-        "transition_prior_var": [Interval(Real, 0, None, closed="neither"),
-                                 StrOptions({"auto", "elbo"})],
-        "temperature": [Interval(Real, 0, 1, closed="right"), StrOptions({"auto"})],
-    }
+    _parameter_constraints: dict = {**SequenceTaggerMixin._parameter_constraints,
+                                     **PARAMETER_CONSTRAINTS}
 
-    def __init__(
-        self,
-        *,
-        kernel=None,
-        kernel_variance="cv",
-        approximation="auto",
-        n_inducing=500,
-        inducing="kmeans",
-        n_components=1,
-        posterior="mean_field",
-        likelihood="crf",
-        gradient="pathwise",
-        n_samples=100,
-        n_predict_samples=256,
-        optimizer="lbfgs",
-        learning_rate=0.01,
-        batch_size=None,
-        max_iter=300,
-        tol=1e-6,
-        optimize_hyperparameters=False,
-        decode="marginal",
-        jitter=1e-4,
-        transition_prior_var="auto",
-        temperature="auto",
-        n_jobs=None,
-        device="cpu",
-        random_state=None,
-        verbose=0,
-        warm_start=False,
-    ):
+    def __init__(self, *, kernel=None, kernel_variance="cv", approximation="auto",
+                 n_inducing=500, inducing="kmeans", n_components=1, posterior="mean_field",
+                 likelihood="crf", gradient="pathwise", n_samples=100,
+                 n_predict_samples=256, optimizer="lbfgs", learning_rate=0.01,
+                 batch_size=None, max_iter=300, tol=1e-6, optimize_hyperparameters=False,
+                 decode="marginal", jitter=1e-4, transition_prior_var="auto",
+                 temperature="auto", n_jobs=None, device="cpu", random_state=None,
+                 verbose=0, warm_start=False):
         self.kernel = kernel
         self.kernel_variance = kernel_variance
         self.approximation = approximation
@@ -483,121 +418,35 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, InformationGainMixin,
         self.verbose = verbose
         self.warm_start = warm_start
 
-    # ----------------------------------------------------------- objective
     # ------------------------------------------------------------------ fit
     def _check_params(self, n_classes):
-        """The likelihood ``fit`` uses (on ``device_``), after the checks of
-        the parameter combinations it cannot run."""
-        lik = get_likelihood(self.likelihood)
-        if "device" in lik.get_params():  # likelihoods that run chain DPs
-            lik = clone(lik).set_params(device=self.device_)
-        if (isinstance(lik, RandomizedCRFLikelihood)
-                and lik.n_top + lik.n_sampled < n_classes
-                and max(lik.n_top, 1) + lik.n_sampled < 2):
-            raise ValueError(
-                f"RandomizedCRFLikelihood(n_top={lik.n_top}, n_sampled={lik.n_sampled}) "
-                "keeps one state per position, the gold label, so the likelihood "
-                "is identically 1 and nothing is learned; use n_top >= 2 or "
-                "n_sampled >= 1."
-            )
-        if (
-            isinstance(lik, RandomizedCRFLikelihood)
-            and lik.n_top + lik.n_sampled < n_classes
-            and self.optimizer == "lbfgs"
-        ):
-            raise ValueError(
-                "optimizer='lbfgs' needs a smooth objective, but the randomized "
-                "likelihood draws a new sub-lattice whenever the potentials "
-                "change; use optimizer='adam', 'sgd' or 'saga'."
-            )
-        if self.gradient == "score" and self.optimizer == "lbfgs":
-            raise ValueError(
-                "gradient='score' needs a stochastic optimizer: the score-function "
-                "estimate is not the gradient of the fixed-sample objective that "
-                "L-BFGS minimises, so its line search would run on an inconsistent "
-                "gradient; use optimizer='adam', 'sgd' or 'saga', or "
-                "gradient='pathwise'."
-            )
-        if (self.kernel is None and self.optimize_hyperparameters in (True, "scale")
-                and self.kernel_variance != "elbo"):
-            raise ValueError(
-                "optimize_hyperparameters learns a given kernel's hyperparameters; "
-                "with kernel=None the prior variance follows kernel_variance="
-                f"{self.kernel_variance!r}. Use kernel_variance='elbo' to learn it, "
-                "or pass kernel=LinearKernel(variance=...)."
-            )
-        if self.gradient == "pathwise" and not lik.has_gradient:
-            raise ValueError(
-                f"{type(lik).__name__} gives no gradient: use gradient='score'."
-            )
-        return lik
+        """The likelihood ``fit`` uses (:func:`.fitting.check_params`)."""
+        return check_params(n_classes, self.device_, **self.get_params(deep=False))
 
     def _warm_start_compatible(self):
-        """Whether a warm start can continue from the fitted state: the same
-        form and number of components; a mean-field fit continues into a
-        coupled one (converted exactly, :meth:`_init_params`), a coupled fit
-        into a mean-field one only by a cold start (its cross-label
-        covariances have no mean-field counterpart)."""
-        if self.approximation_ != self._approximation():
-            return False
-        if self.approximation_ == "features":
-            return True
-        if self.posterior == "mean_field" and np.ndim(self.q_sqrt_) == 3:
-            return False
-        return self.q_mu_.shape[0] == self.n_components
+        """Whether a warm start can continue from the fitted state
+        (:func:`.fitting.warm_start_compatible`)."""
+        return warm_start_compatible(vars(self), **self.get_params(deep=False))
 
     def _fit(self, data, warm, lik):
-        """Fit the variational posterior (``fit`` after :meth:`_fit_setup`)."""
+        """Fit the variational posterior (``fit`` after :meth:`_fit_setup`):
+        the form's objective, the optimiser on it, the fitted attributes."""
         rng = check_random_state(self.random_state)
-        check_fit_memory(
-            approximation=self._approximation(), posterior=self.posterior,
-            n_components=self.n_components, n_classes=len(self.classes_),
-            n_inducing=min(self.n_inducing, data.X_flat.shape[0]),
-            max_length=int(data.lengths.max()), n_samples=self.n_samples)
-        if self._approximation() == "features":
-            self._fit_features(data, warm, lik, rng)
-        else:
-            if self.temperature not in ("auto", 1, 1.0):
-                raise ValueError(
-                    f"temperature={self.temperature!r} needs the weight-space form "
-                    "(approximation='features'); the inducing-point form fits the "
-                    "Bayesian posterior (temperature 1)."
-                )
-            self.temperature_ = 1.0
-            params = self._init_params(data, warm, rng)
-            objective = self._objective(lik, data, params, warm)
-            x = objective.layout.pack(params, objective.initial_hyperparameters())
-            x = self._optimize(objective, x, data.n_sequences, rng, objective.bounds())
-            self._store(x, objective)
-        # a refit in the other form leaves no attribute of the last fit's
-        # form behind to contradict this one
-        for name in (_INDUCING_ONLY if self.approximation_ == "features"
-                     else _FEATURES_ONLY):
+        params = self.get_params(deep=False)
+        form = resolve_approximation(**params)
+        check_memory(data, form, len(self.classes_), **params)
+        # the last fit's attributes, that a warm start continues from
+        previous = dict(vars(self)) if warm else None
+        module = weight_space_form if form == "features" else inducing_form
+        problem = module.prepare_fit(data, lik, rng, previous, len(self.classes_), **params)
+        x, self.elbo_history_, self.n_iter_ = optimize(
+            problem, data.n_sequences, rng, self._monitor(label="ELBO", sign=-1.0),
+            self._parallel(), **params)
+        for name in stale_attributes(form, warm):
             self.__dict__.pop(name, None)
+        self.__dict__.update(problem.finish(x))
         # drawn last, so that the fit itself consumes the same stream as before
-        self.predict_seed_ = int(rng.randint(_SEED_MAX))
-
-    def _optimize(self, objective, x, n, rng, bounds, project=None):
-        """Run ``optimizer`` on ``objective`` from ``x`` (L-BFGS within
-        ``bounds`` on fixed samples, or the stochastic epochs); records
-        ``elbo_history_`` and ``n_iter_``."""
-        monitor = self._monitor(label="ELBO", sign=-1.0)
-        # on the GPU the chunks run one after another in this thread: kernels
-        # launched from n_jobs threads at once would share the device (numba's
-        # simulator refuses them), and the chunked sum is the same either way
-        on_gpu = getattr(objective.likelihood, "device", "cpu") == "cuda"
-        with self._parallel() as parallel:
-            parallel = None if on_gpu else parallel
-            if self.optimizer == "lbfgs":
-                seeds, all_idx = rng.randint(_SEED_MAX, size=n), np.arange(n)
-                x = fit_lbfgs(lambda z: objective(z, all_idx, seeds, 1.0, parallel),
-                              x, monitor, bounds=bounds)
-            else:
-                x = self._fit_stochastic(objective, x, n, rng, parallel, monitor,
-                                         project=project)
-        self.elbo_history_ = [-value for value in monitor.history]
-        self.n_iter_ = monitor.iter
-        return x
+        self.predict_seed_ = int(rng.randint(SEED_MAX))
 
     @property
     def loss_curve_(self):
@@ -611,27 +460,140 @@ class GPStructTagger(FeatureFormMixin, InducingFormMixin, InformationGainMixin,
             )
         return [-value for value in history]
 
-    def _fit_stochastic(self, objective, x, n, rng, parallel, monitor, project=None):
-        """Epochs of minibatch steps with fresh samples every step; the
-        parameters are projected onto the L-BFGS box after every step
-        (``project``: ``(start, low, high)`` of ``fit_epochs``, by default
-        :func:`box_projection` of ``objective.bounds()``)."""
-        _, n_batches = minibatches(n, self.batch_size)
-        saga = self.optimizer == "saga"
-        opt = make_optimizer(self.optimizer, self.learning_rate, n_blocks=n_batches)
+    # -------------------------------------------------------------- predict
+    def _predictive(self):
+        """The fitted posterior, as :mod:`.predict` and :mod:`.information_gain` read it."""
+        return predictive(vars(self), self._potential_scale, **self.get_params(deep=False))
 
-        def step(z, idx, seeds):
-            value, grad = objective(z, idx, seeds, n / len(idx), parallel)
-            # Gradients per training sequence, so that learning_rate means
-            # the same whatever the data size: the minibatch objective
-            # estimates the full one, and SAGA's blocks are the n_batches
-            # terms of its finite sum. Divided here, stepped with scale 1
-            # (g / n and (1 / n) * g round differently).
-            grad = grad / (n_batches * n) if saga else grad / n
-            return value / n_batches, grad, 1.0
+    def _decoder(self):
+        return self.decode
 
-        if project is None:
-            project = box_projection(objective.bounds())
-        return fit_epochs(step, x, opt, monitor, n_sequences=n,
-                          batch_size=self.batch_size, rng=rng, project=project,
-                          desc="GPStructTagger")
+    def _decode_potentials(self, data):
+        return decode_potentials(self._predictive(), data)
+
+    def _token_marginals(self, data):
+        return token_marginals(self._predictive(), data)
+
+    def _path_log_proba(self, data, paths):
+        return path_log_proba(self._predictive(), data, paths)
+
+    def _token_uncertainty(self, data, kind):
+        if kind == "entropy":
+            return super()._token_uncertainty(data, kind)
+        return token_uncertainty(self._predictive(), data, kind)
+
+    def _path_uncertainty(self, data, kind, n_paths=1):
+        return path_uncertainty(self._predictive(), data, kind, n_paths)
+
+    def elbo(self, X, y):
+        """Evidence lower bound of the fitted posterior on ``(X, y)``.
+
+        The expected log-likelihood of the given sequences (estimated with
+        ``n_predict_samples`` samples per sequence and component) minus the
+        KL terms; useful to compare models on held-out data. Like
+        ``n_predict_samples``, ``likelihood`` is read when this is called:
+        after ``set_params(likelihood="crf")``, a model fitted with the
+        pseudo-likelihood gives the bound under the exact CRF likelihood.
+        The sequences are taken a chunk of
+        :data:`~skgpstruct._gpstruct.predict.PREDICT_CHUNK_SEQUENCES` at a
+        time, as in prediction: memory does not grow with their number, and
+        the value is that of one pass over all of them, bit for bit.
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+        y : list of array-like of shape (T_n,)
+            Labels (all seen in ``fit``).
+
+        Returns
+        -------
+        elbo : float
+        """
+        check_is_fitted(self, "transition_mean_")
+        data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_,
+                                           label_encoder=self._encoder())
+        return posterior_elbo(self._predictive(), data, get_likelihood(self.likelihood),
+                              self.transition_prior_var_)
+
+    def predict_information_gain(self, X, X_target=None):
+        """Expected information each sequence's labels give about the labels
+        of a target set of tokens (active learning: which to label next).
+
+        The expected predictive information gain (EPIG; Bickford Smith,
+        Kirsch, Farquhar, Gal, Foster and Rainforth, AISTATS 2023) of
+        sequence ``x``: the mutual information between its label sequence
+        ``y`` and the label ``y*`` of a token ``x*`` of ``X_target``, under
+        the posterior, averaged over the target tokens,
+        ``E_y mean_x* KL(p(y* | y, x*) || p(y* | x*))``
+        (:func:`~skgpstruct.chain.path_information_gain`). Where the path
+        mutual information of :meth:`predict_uncertainty` (the BALD score)
+        counts what the labels would teach about the model, this counts
+        only what they would teach about the predictions at the target
+        inputs: a sequence whose doubts are about features no target token
+        has scores little.
+
+        The ``n_predict_samples`` posterior draws are joint over all
+        sequences: each draws the feature weights once (mean ``coef_``,
+        variances ``coef_var_``) and the transitions once, so that
+        sequences sharing features are correlated as in the posterior. The
+        weights of features never active in training, which
+        :meth:`predict_marginals` leaves out of the model, are drawn from
+        their prior (variance ``temperature_`` times the kernel's, as the
+        cold posterior's ``coef_var_``): labelling a sequence that has them
+        brings them into the model, and what it would teach about them is
+        part of its value. Each token's potentials also get the jitter of
+        the model's covariances as noise. Every draw is seeded by
+        ``predict_seed_`` (a weight's by its feature, a token's noise and a
+        sequence's sampled paths by its :func:`sequence seed
+        <skgpstruct._input.sequences.sequence_seeds>`), so a sequence's value
+        depends on that sequence, ``X_target`` and the model only. It is an
+        estimate from those draws: a sequence that shares no feature with
+        the target (nor, with a point-mass transition posterior, anything
+        else) comes back slightly above 0, the upward bias of a mutual
+        information estimated from finitely many draws, which shrinks as
+        ``1 / n_predict_samples``.
+
+        In the inducing-point form (``approximation_ == "inducing"``, that
+        of the kernels other than the linear one) the draws are of ``q(f) = int p(f
+        | u) q(u) du``: ``n_predict_samples`` per mixture component (weighted
+        by ``weights_``), each taking the inducing variables from its
+        component and the part of every token's potentials they leave free
+        (the Nystrom residual ``k(x, x') - k(x, Z) k(Z, Z)^-1 k(Z, x')``)
+        jointly over the tokens of the target, then each sequence's given the
+        target's. That residual correlates tokens alike but far from the
+        inducing points, in whichever sequences they are: a sequence whose
+        tokens repeat the target's tells about them even where the inducing
+        points span little. The target's tokens are drawn as one Gaussian, so
+        the memory and time grow as the square and the cube of their number
+        (pass a sample of the pool as ``X_target`` where it is large). A
+        sequence's value depends on that sequence, ``X_target`` and the
+        model only here too; ``X_target=X`` estimates the same quantity as
+        the default from other draws.
+
+        Parameters
+        ----------
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The candidate sequences, as for :meth:`predict`.
+        X_target : list of (T_n, n_features) array-likes or sparse matrices, default=None
+            The sequences whose tokens' labels matter (for instance a
+            sample of the inputs the tagger will be used on). None: ``X``
+            (the pool's own distribution).
+
+        Returns
+        -------
+        information_gain : ndarray of shape (n_sequences,)
+            In nats per target token, at least 0.
+
+        Raises
+        ------
+        MemoryBudgetError
+            If the draws of the potentials of ``X`` and ``X_target`` (and,
+            in the inducing-point form, the covariance of the target's
+            tokens) would not fit in :func:`~skgpstruct._utils.memory.memory_budget`
+            (lower ``n_predict_samples`` or pass a smaller ``X_target``).
+        """
+        check_is_fitted(self, self._fitted_attribute)
+        data = self._check_X(X)
+        target = None if X_target is None else self._check_X(X_target)
+        return information_gain(self._predictive(), data, target)

@@ -1,11 +1,15 @@
-"""GPStructTagger's weight-space (inducing-feature) form: fit and moments.
+"""GPStructTagger's weight-space (inducing-feature) form: its fit, and the
+moments, expected log-likelihood and KL term of the fitted posterior.
 
-A mixin of :class:`~skgpstruct.GPStructTagger`, kept apart so that the
-estimator module stays about the inducing-point form and the shared API; the
-maths is in :mod:`skgpstruct.gp.weight_space`.
+Plain functions: ``GPStructTagger.fit`` calls :func:`prepare_fit` with the
+data and its parameters, and its predictions call the others with the
+fitted arrays (a :class:`FittedWeights`); the maths is in
+:mod:`skgpstruct.gp.weight_space`.
 """
 
 import warnings
+from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -13,6 +17,8 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from .._tagging.base import box_projection
+from .._utils.seeds import SEED_MAX
+from .fitting import FitProblem, transition_variance
 from .posterior_cv import cv_posterior
 from .prior_variance_cv import CannotValidate, cv_prior_variance
 from ..gp.kernels import LinearKernel
@@ -26,9 +32,11 @@ from ..gp.weight_space import (
     feature_kl,
     feature_moments,
 )
-from ..likelihoods import get_likelihood
 
-_SEED_MAX = np.iinfo(np.int32).max
+__all__ = ["CV_FALLBACK_VARIANCE", "FittedWeights", "feature_design", "feature_jitter",
+           "fitted_weights", "posterior_kl", "prepare_fit", "prior_variance",
+           "sequence_ell", "sequence_moments"]
+
 #: Starting prior variance of the weights when it is learned and no kernel
 #: is given: the standard normal prior, before the data say otherwise.
 _START_VARIANCE = 1.0
@@ -38,243 +46,268 @@ _START_VARIANCE = 1.0
 CV_FALLBACK_VARIANCE = 1.0
 
 
-class FeatureFormMixin:
-    """Fit and predictive moments of the weight-space form."""
+class FittedWeights(NamedTuple):
+    """A fitted weight-space posterior, as the predictions read it."""
 
-    def _approximation(self):
-        """``"features"`` or ``"inducing"``, resolved from ``approximation``."""
-        if self.approximation != "auto":
-            return self.approximation
-        linear = self.kernel is None or isinstance(self.kernel, LinearKernel)
-        simple = self.posterior == "mean_field" and self.n_components == 1
-        return "features" if linear and simple else "inducing"
-
-    def _check_features_form(self):
-        if not (self.kernel is None or isinstance(self.kernel, LinearKernel)):
-            raise ValueError(
-                "approximation='features' needs the linear kernel (kernel=None or "
-                f"a LinearKernel), got {self.kernel!r}; use approximation="
-                "'inducing' for other kernels."
-            )
-        if self.posterior != "mean_field" or self.n_components != 1:
-            raise ValueError(
-                "approximation='features' has one mean-field Gaussian posterior; "
-                "posterior='coupled' and n_components > 1 need "
-                "approximation='inducing'."
-            )
-
-    def _variance_learned(self):
-        """Whether the ELBO learns the prior variance of the weights."""
-        if self.kernel is not None:
-            return self.optimize_hyperparameters in (True, "scale")
-        return self.kernel_variance == "elbo"
-
-    def _prior_variance(self, data):
-        """The starting prior variance of the weights of the linear kernel.
-
-        ``kernel=None``: ``kernel_variance`` decides ("cv":
-        :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`, sets
-        ``variance_cv_results_``; "elbo": learned from 1.0; a number: fixed).
-        A given kernel keeps its variance, learned with
-        ``optimize_hyperparameters``.
-        """
-        # the table of this fit's validation only (a cold fit: none before)
-        self.__dict__.pop("variance_cv_results_", None)
-        if self.kernel is not None:
-            return float(getattr(self.kernel, "variance", 1.0))
-        if self.kernel_variance == "elbo":
-            return _START_VARIANCE
-        if self.kernel_variance == "cv":
-            # kept for cv_temperature, which validates on the same folds
-            self._cv_seed = check_random_state(self.random_state).randint(_SEED_MAX)
-            try:
-                variance, self.variance_cv_results_ = cv_prior_variance(
-                    data, len(self.classes_), random_state=self._cv_seed,
-                    n_jobs=self.n_jobs)
-            except CannotValidate as exc:
-                # the defaults fit any data the validators accept
-                warnings.warn(f"{exc} Using kernel_variance={CV_FALLBACK_VARIANCE}.",
-                              UserWarning, stacklevel=4)
-                self.variance_cv_results_ = None
-                return CV_FALLBACK_VARIANCE
-            return variance
-        return float(self.kernel_variance)
-
-    def _transition_variance(self, variance=None):
-        """``(tau^2, learned)`` from ``transition_prior_var``; ``"auto"`` is
-        the weights' prior variance ``variance`` (weight-space form), or 1.0
-        (the papers' value; the inducing-point form, ``variance=None``)."""
-        if self.transition_prior_var == "elbo":
-            return 1.0, True
-        if self.transition_prior_var == "auto":
-            return (1.0 if variance is None else float(variance)), False
-        return float(self.transition_prior_var), False
-
-    def _temperature(self, data, variance, warm):
-        """``(variance, temperature)`` of the weight-space fit: the prior
-        variance as given and ``temperature`` when a number; ``"auto"``: the
-        fitted one on a warm start; with the prior variance validated too
-        (``kernel=None, kernel_variance="cv"``) both chosen jointly by
-        :func:`~skgpstruct._gpstruct.posterior_cv.cv_posterior` among the variances of
-        ``variance_cv_results_["band"]`` (sets
-        ``temperature_cv_results_``); else 1 (the Bayesian posterior)."""
-        if warm and self.temperature == "auto":
-            return variance, float(getattr(self, "temperature_", 1.0))
-        self.temperature_cv_results_ = None
-        if self.temperature != "auto":
-            return variance, float(self.temperature)
-        results = getattr(self, "variance_cv_results_", None)
-        if self.kernel is not None or self.kernel_variance != "cv" or results is None:
-            return variance, 1.0
-        # the folds of cv_prior_variance, which validated: no CannotValidate
-        variance, temperature, self.temperature_cv_results_ = cv_posterior(
-            data, len(self.classes_), results["variance"][results["band"]],
-            random_state=self._cv_seed, n_jobs=self.n_jobs)
-        return variance, temperature
-
-    def _feature_design(self, X_flat):
-        """The token matrix the weights act on: the bias column appended when
-        the kernel has one (``sqrt(bias / variance)``)."""
-        X = sp.csr_matrix(X_flat, dtype=np.float64)
-        if self._bias_column_ > 0:
-            ones = np.full((X.shape[0], 1), self._bias_column_)
-            X = sp.hstack([X, sp.csr_matrix(ones)], format="csr")
-        return X
-
-    def _init_features(self, data, warm, variance, temperature=1.0):
-        """Starting :class:`FeatureParams` over the active features, and the
-        design matrix restricted to them. A warm start (only ever from a
-        weight-space fit: ``_warm_start_compatible``) continues from the
-        fitted posterior, on the bias column of that fit and on its features
-        together with those first active in ``data`` (at the prior). The
-        prior variances in the parameters are the cold posterior's,
-        ``temperature`` times the model's."""
-        V = len(self.classes_)
-        tau2, tau2_learned = self._transition_variance(variance)
-        tau2 = temperature * tau2
-        if not warm:
-            bias = float(self.kernel.bias) if self.kernel is not None else 0.0
-            if variance <= 0:
-                raise ValueError("The LinearKernel's variance must be positive.")
-            self._bias_column_ = float(np.sqrt(bias / variance))
-        X = self._feature_design(data.X_flat)
-        variance = temperature * variance
-        seen = np.flatnonzero(np.diff(sp.csc_matrix(X).indptr))
-        if warm:
-            # the earlier fit's features, and those first active now, which
-            # start at the prior (mean 0, variance 1 in units of the prior's)
-            active = np.union1d(self._active_features_, seen)
-            new = ~np.isin(active, self._active_features_)
-            m = self.coef_.T[active] / np.sqrt(variance)
-            s = self.coef_var_.T[active] / variance
-            m[new], s[new] = 0.0, 1.0
-            self._active_features_ = active
-            # "elbo" and "auto" continue from the earlier fit's tau^2 (as the
-            # kernel's variance does); a given number is used as given
-            keep = tau2_learned or self.transition_prior_var == "auto"
-            params = FeatureParams(
-                m, s, self.transition_mean_, self.transition_var_, variance,
-                temperature * self.transition_prior_var_ if keep else tau2)
-        else:
-            active = seen
-            self._active_features_ = active
-            D = active.size
-            params = FeatureParams(
-                np.zeros((D, V)), np.ones((D, V)), np.zeros((V, V)),
-                np.full((V, V), tau2), variance, tau2)
-        return params, X[:, active]
-
-    def _fit_features(self, data, warm, lik, rng):
-        """Fit the weight-space posterior and its prior variances."""
-        self._check_features_form()
-        rng.randint(_SEED_MAX, size=2)  # the draws of the inducing form's init
-        variance = float(self.kernel_.variance) if warm else self._prior_variance(data)
-        variance, temperature = self._temperature(data, variance, warm)
-        learn = (self._variance_learned(), self._transition_variance()[1])
-        params, X = self._init_features(data, warm, variance, temperature)
-        objective = WeightSpaceObjective(
-            lik, X, data.lengths, data.y_flat, len(self.classes_),
-            learn_variance=learn[0], learn_transition_var=learn[1],
-            jitter=self.jitter, n_samples=self.n_samples, gradient=self.gradient,
-            temperature=temperature)
-        x = objective.layout.pack(params)
-        box = objective.bounds(x)
-        x = self._optimize(objective, x, data.n_sequences, rng, box,
-                           project=box_projection(box))
-        fitted = objective.layout.unpack(x)
-        # a fixed variance is kept as given, not as exp(log(.)) of it; the
-        # model's prior variances are the cold posterior's / temperature
-        prior = (fitted.variance / temperature if learn[0] else variance,
-                 fitted.transition_var / temperature if learn[1]
-                 else self._transition_variance(variance)[0])
-        if not learn[0]:
-            fitted.variance = params.variance
-        self.temperature_ = temperature
-        self._store_features(fitted, prior)
-
-    def _store_features(self, params, prior):
-        """Fitted attributes of the weight-space form; ``prior``: the
-        model's ``(sigma^2, tau^2)`` (``params`` holds the cold posterior's
-        scaled ones)."""
-        V = len(self.classes_)
-        D = self.n_features_in_ + (1 if self._bias_column_ > 0 else 0)
-        scale = params.variance
-        coef = np.zeros((V, D))
-        coef_var = np.zeros((V, D))
-        coef[:, self._active_features_] = np.sqrt(scale) * params.m.T
-        coef_var[:, self._active_features_] = scale * params.s.T
-        self.coef_, self.coef_var_ = coef, coef_var
-        self.jitter_ = float(self.jitter)
-        sigma2 = prior[0]
-        kernel = clone(self.kernel) if self.kernel is not None else LinearKernel()
-        self.kernel_ = kernel.set_params(variance=sigma2,
-                                         bias=sigma2 * self._bias_column_ ** 2)
-        self.transition_mean_ = params.m_bin
-        self.transition_var_ = params.s_bin
-        self.transition_prior_var_ = prior[1]
-        self.weights_ = np.ones(1)
-        self.approximation_ = "features"
-
-    def _feature_jitter(self):
-        """The jitter of the potentials' covariances, scaled as in ``fit``
-        (by the cold posterior's prior variance)."""
-        temperature = getattr(self, "temperature_", 1.0)
-        return self.jitter * temperature * float(self.kernel_.variance)
-
-    def _feature_sequence_moments(self, data):
-        """Posterior moments of the unary potentials (weight-space form); a
-        long sequence's covariance stays factored (a
-        :class:`~skgpstruct.gp._weight_space_long.WeightSpaceCovariance`,
-        sampled in weight space with ``n_predict_samples``)."""
-        X = self._feature_design(data.X_flat)
-        return feature_moments(X, data.lengths, self.coef_.T, self.coef_var_.T,
-                               1.0, self._feature_jitter(),
-                               n_samples=self.n_predict_samples)
-
-    def _feature_ell(self, data):
-        """Expected log-likelihood of each sequence of ``data`` under the
-        fitted weight-space posterior (``n_predict_samples`` draws)."""
-        X = self._feature_design(data.X_flat)
-        V = len(self.classes_)
-        # long sequences sampled in weight space, as in predict_marginals
-        blocks = _Blocks(X, data.offsets, self.n_predict_samples)
-        params = FeatureParams(self.coef_.T, self.coef_var_.T, self.transition_mean_,
-                               self.transition_var_, 1.0, 1.0)
-        noise = draw_normals(data.lengths, 1, V, self.n_predict_samples, self._seeds(data),
-                             n_weights=blocks.n_weights)
-        return _blocks_ell(get_likelihood(self.likelihood), blocks, data.y_flat,
-                           params, noise, self._feature_jitter(), return_grad=False)
-
-    def _feature_kl(self):
-        """KL term of the fitted weight-space posterior."""
-        sigma2 = float(self.kernel_.variance)
-        # the features never active in training are not part of the model
-        # (coef_var_ 0 there), as in the fitted objective
-        active = self._active_features_
-        kl = feature_kl(self.coef_[:, active] / np.sqrt(sigma2),
-                        self.coef_var_[:, active] / sigma2)
-        return kl + transition_kl(self.transition_mean_, self.transition_var_,
-                                  self.transition_prior_var_)
+    coef: np.ndarray  #: ``coef_``
+    coef_var: np.ndarray  #: ``coef_var_``
+    active: np.ndarray  #: ``_active_features_``
+    bias_column: float  #: ``_bias_column_``
+    variance: float  #: the weights' prior variance, ``kernel_.variance``
+    temperature: float  #: ``temperature_``
+    jitter: float  #: the ``jitter`` parameter
+    n_features: int  #: ``n_features_in_``
 
 
-__all__ = ["FeatureFormMixin"]
+def fitted_weights(fitted, jitter):
+    """The :class:`FittedWeights` of the fitted attributes ``fitted`` (a
+    dict) and the ``jitter`` parameter."""
+    return FittedWeights(
+        fitted["coef_"], fitted["coef_var_"], fitted["_active_features_"],
+        fitted["_bias_column_"], float(fitted["kernel_"].variance),
+        fitted.get("temperature_", 1.0), jitter, fitted["n_features_in_"])
+
+
+def check_features_form(kernel, posterior, n_components):
+    """Refuse what the weight-space form cannot fit."""
+    if not (kernel is None or isinstance(kernel, LinearKernel)):
+        raise ValueError(
+            "approximation='features' needs the linear kernel (kernel=None or "
+            f"a LinearKernel), got {kernel!r}; use approximation="
+            "'inducing' for other kernels."
+        )
+    if posterior != "mean_field" or n_components != 1:
+        raise ValueError(
+            "approximation='features' has one mean-field Gaussian posterior; "
+            "posterior='coupled' and n_components > 1 need "
+            "approximation='inducing'."
+        )
+
+
+def variance_learned(kernel, kernel_variance, optimize_hyperparameters):
+    """Whether the ELBO learns the prior variance of the weights."""
+    if kernel is not None:
+        return optimize_hyperparameters in (True, "scale")
+    return kernel_variance == "elbo"
+
+
+def prior_variance(data, n_classes, *, kernel, kernel_variance, random_state, n_jobs):
+    """The starting prior variance of the weights of the linear kernel, and
+    its validation.
+
+    ``kernel=None``: ``kernel_variance`` decides ("cv":
+    :func:`~skgpstruct._gpstruct.prior_variance_cv.cv_prior_variance`;
+    "elbo": learned from 1.0; a number: fixed). A given kernel keeps its
+    variance, learned with ``optimize_hyperparameters``.
+
+    Returns
+    -------
+    variance : float
+    validation : tuple or None
+        With "cv", ``(seed, results)``: the seed of the folds (drawn from
+        ``random_state``, which :func:`choose_temperature` validates on
+        too) and the table of ``variance_cv_results_`` (None, with a
+        UserWarning, when the data are too few to validate); else None.
+    """
+    if kernel is not None:
+        return float(getattr(kernel, "variance", 1.0)), None
+    if kernel_variance == "elbo":
+        return _START_VARIANCE, None
+    if kernel_variance != "cv":
+        return float(kernel_variance), None
+    seed = check_random_state(random_state).randint(SEED_MAX)
+    try:
+        variance, results = cv_prior_variance(data, n_classes, random_state=seed,
+                                              n_jobs=n_jobs)
+    except CannotValidate as exc:
+        # the defaults fit any data the validators accept
+        warnings.warn(f"{exc} Using kernel_variance={CV_FALLBACK_VARIANCE}.",
+                      UserWarning, stacklevel=4)
+        return CV_FALLBACK_VARIANCE, (seed, None)
+    return variance, (seed, results)
+
+
+def choose_temperature(data, n_classes, variance, temperature, validation, n_jobs):
+    """``(variance, temperature, temperature_cv_results_)`` of a cold
+    weight-space fit: the prior variance as given and ``temperature`` when
+    a number; ``"auto"`` with the prior variance validated
+    (``validation`` of :func:`prior_variance`) both chosen jointly by
+    :func:`~skgpstruct._gpstruct.posterior_cv.cv_posterior` among the
+    variances of ``variance_cv_results_["band"]``; else 1 (the Bayesian
+    posterior)."""
+    if temperature != "auto":
+        return variance, float(temperature), None
+    if validation is None or validation[1] is None:
+        return variance, 1.0, None
+    # the folds of cv_prior_variance, which validated: no CannotValidate
+    seed, results = validation
+    return cv_posterior(data, n_classes, results["variance"][results["band"]],
+                        random_state=seed, n_jobs=n_jobs)
+
+
+def feature_design(X_flat, bias_column):
+    """The token matrix the weights act on: the bias column appended when
+    the kernel has one (``bias_column = sqrt(bias / variance)``)."""
+    X = sp.csr_matrix(X_flat, dtype=np.float64)
+    if bias_column > 0:
+        ones = np.full((X.shape[0], 1), bias_column)
+        X = sp.hstack([X, sp.csr_matrix(ones)], format="csr")
+    return X
+
+
+def _bias_column(kernel, variance):
+    """``sqrt(bias / variance)`` of the kernel (0 without a kernel)."""
+    bias = float(kernel.bias) if kernel is not None else 0.0
+    if variance <= 0:
+        raise ValueError("The LinearKernel's variance must be positive.")
+    return float(np.sqrt(bias / variance))
+
+
+def _start(X, n_classes, variance, tau2, previous):
+    """Starting :class:`FeatureParams` over the active features of the
+    design ``X``, and those features. A warm start (``previous``, the
+    fitted attributes of a weight-space fit) continues from the fitted
+    posterior, on its features together with those first active in ``X``
+    (at the prior). ``variance`` and ``tau2`` are the cold posterior's
+    prior variances."""
+    V = n_classes
+    seen = np.flatnonzero(np.diff(sp.csc_matrix(X).indptr))
+    if previous is None:
+        D = seen.size
+        return FeatureParams(np.zeros((D, V)), np.ones((D, V)), np.zeros((V, V)),
+                             np.full((V, V), tau2), variance, tau2), seen
+    # the earlier fit's features, and those first active now, which start
+    # at the prior (mean 0, variance 1 in units of the prior's)
+    before = previous["_active_features_"]
+    active = np.union1d(before, seen)
+    new = ~np.isin(active, before)
+    m = previous["coef_"].T[active] / np.sqrt(variance)
+    s = previous["coef_var_"].T[active] / variance
+    m[new], s[new] = 0.0, 1.0
+    return FeatureParams(m, s, previous["transition_mean_"], previous["transition_var_"],
+                         variance, tau2), active
+
+
+def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
+                posterior, n_components, temperature, transition_prior_var,
+                optimize_hyperparameters, jitter, n_samples, gradient, random_state,
+                n_jobs, **_):
+    """The :class:`~skgpstruct._gpstruct.fitting.FitProblem` of a
+    weight-space fit: its prior variances (validated, learned or given) and
+    temperature, the objective over the active features and its start (the
+    fitted posterior ``previous``, a dict of fitted attributes, on a warm
+    start). The prior variances in the objective are the cold posterior's,
+    ``temperature`` times the model's."""
+    check_features_form(kernel, posterior, n_components)
+    rng.randint(SEED_MAX, size=2)  # the draws of the inducing form's init
+    attributes, validation = {}, None
+    if previous is None:
+        variance, validation = prior_variance(data, n_classes, kernel=kernel,
+                                              kernel_variance=kernel_variance,
+                                              random_state=random_state, n_jobs=n_jobs)
+        if validation is not None:
+            attributes["variance_cv_results_"] = validation[1]
+    else:
+        variance = float(previous["kernel_"].variance)
+    if previous is not None and temperature == "auto":  # the fitted one
+        temperature = float(previous.get("temperature_", 1.0))
+    else:
+        variance, temperature, attributes["temperature_cv_results_"] = choose_temperature(
+            data, n_classes, variance, temperature, validation, n_jobs)
+    learn = (variance_learned(kernel, kernel_variance, optimize_hyperparameters),
+             transition_variance(transition_prior_var)[1])
+    tau2, tau2_learned = transition_variance(transition_prior_var, variance)
+    tau2 = temperature * tau2
+    bias_column = (_bias_column(kernel, variance) if previous is None
+                   else previous["_bias_column_"])
+    X = feature_design(data.X_flat, bias_column)
+    if previous is not None and (tau2_learned or transition_prior_var == "auto"):
+        # "elbo" and "auto" continue from the earlier fit's tau^2 (as the
+        # kernel's variance does); a given number is used as given
+        tau2 = temperature * previous["transition_prior_var_"]
+    params, active = _start(X, n_classes, temperature * variance, tau2, previous)
+    objective = WeightSpaceObjective(
+        lik, X[:, active], data.lengths, data.y_flat, n_classes,
+        learn_variance=learn[0], learn_transition_var=learn[1],
+        jitter=jitter, n_samples=n_samples, gradient=gradient,
+        temperature=temperature)
+    x = objective.layout.pack(params)
+    box = objective.bounds(x)
+    finish = partial(_fitted_attributes, objective, params, variance, temperature, learn,
+                     transition_prior_var, bias_column, active, kernel, jitter,
+                     attributes, data.X_flat.shape[1])
+    return FitProblem(objective, x, box, box_projection(box), finish)
+
+
+def _fitted_attributes(objective, start, variance, temperature, learn, transition_prior_var,
+                       bias_column, active, kernel, jitter, attributes, n_features, x):
+    """The fitted attributes of the weight-space form at the optimum ``x``
+    (``start``: the starting parameters, whose prior variance a fit that
+    does not learn it keeps; ``attributes``: those set before the
+    optimisation)."""
+    fitted = objective.layout.unpack(x)
+    # a fixed variance is kept as given, not as exp(log(.)) of it; the
+    # model's prior variances are the cold posterior's / temperature
+    sigma2 = fitted.variance / temperature if learn[0] else variance
+    tau2 = (fitted.transition_var / temperature if learn[1]
+            else transition_variance(transition_prior_var, variance)[0])
+    if not learn[0]:
+        fitted.variance = start.variance
+    V = fitted.m_bin.shape[0]
+    D = n_features + (1 if bias_column > 0 else 0)
+    scale = fitted.variance
+    coef = np.zeros((V, D))
+    coef_var = np.zeros((V, D))
+    coef[:, active] = np.sqrt(scale) * fitted.m.T
+    coef_var[:, active] = scale * fitted.s.T
+    kernel_ = clone(kernel) if kernel is not None else LinearKernel()
+    return dict(
+        attributes, temperature_=temperature, _bias_column_=bias_column,
+        _active_features_=active, coef_=coef, coef_var_=coef_var, jitter_=float(jitter),
+        kernel_=kernel_.set_params(variance=sigma2, bias=sigma2 * bias_column ** 2),
+        transition_mean_=fitted.m_bin, transition_var_=fitted.s_bin,
+        transition_prior_var_=tau2, weights_=np.ones(1), approximation_="features")
+
+
+def feature_jitter(fitted):
+    """The jitter of the potentials' covariances, scaled as in ``fit`` (by
+    the cold posterior's prior variance)."""
+    return fitted.jitter * fitted.temperature * fitted.variance
+
+
+def sequence_moments(fitted, data, n_samples):
+    """Posterior moments of the unary potentials of every sequence of
+    ``data`` under the :class:`FittedWeights` ``fitted``; a long
+    sequence's covariance stays factored (a
+    :class:`~skgpstruct.gp._weight_space_long.WeightSpaceCovariance`,
+    sampled in weight space with ``n_samples``)."""
+    X = feature_design(data.X_flat, fitted.bias_column)
+    return feature_moments(X, data.lengths, fitted.coef.T, fitted.coef_var.T,
+                           1.0, feature_jitter(fitted), n_samples=n_samples)
+
+
+def sequence_ell(data, fitted, likelihood, transition_mean, transition_var, n_samples,
+                 seeds):
+    """Expected log-likelihood of each sequence of ``data`` under the
+    fitted posterior (``n_samples`` draws, seeded by ``seeds``, one per
+    sequence)."""
+    X = feature_design(data.X_flat, fitted.bias_column)
+    V = transition_mean.shape[0]
+    # long sequences sampled in weight space, as in predict_marginals
+    blocks = _Blocks(X, data.offsets, n_samples)
+    params = FeatureParams(fitted.coef.T, fitted.coef_var.T, transition_mean,
+                           transition_var, 1.0, 1.0)
+    noise = draw_normals(data.lengths, 1, V, n_samples, seeds, n_weights=blocks.n_weights)
+    return _blocks_ell(likelihood, blocks, data.y_flat, params, noise,
+                       feature_jitter(fitted), return_grad=False)
+
+
+def posterior_kl(fitted, transition_mean, transition_var, transition_prior_var):
+    """KL term of the fitted weight-space posterior."""
+    sigma2 = fitted.variance
+    # the features never active in training are not part of the model
+    # (coef_var_ 0 there), as in the fitted objective
+    active = fitted.active
+    kl = feature_kl(fitted.coef[:, active] / np.sqrt(sigma2),
+                    fitted.coef_var[:, active] / sigma2)
+    return kl + transition_kl(transition_mean, transition_var, transition_prior_var)

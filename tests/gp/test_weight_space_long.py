@@ -18,6 +18,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy.stats import norm
 
 from skgpstruct import GPStructTagger
+from skgpstruct._gpstruct.predict import sequence_moments
 from skgpstruct.datasets import make_chain_data
 from skgpstruct.gp import _weight_space_long as long_mod
 from skgpstruct.gp import weight_space as ws
@@ -231,7 +232,7 @@ def test_long_and_cholesky_paths_give_the_same_marginals(monkeypatch):
     (p_c,), (sd_c,) = est.predict_marginals(X), est.predict_uncertainty(
         X, kind="marginal_std")
     monkeypatch.setattr(long_mod, "LONG_MIN_LENGTH", 10)
-    _, Sig = est._sequence_moments(est._check_X(X))
+    _, Sig = sequence_moments(est._predictive(), est._check_X(X))
     assert isinstance(Sig[0], WeightSpaceCovariance)
     (p_w,), (sd_w,) = est.predict_marginals(X), est.predict_uncertainty(
         X, kind="marginal_std")
@@ -379,7 +380,7 @@ def test_long_predictions_do_not_depend_on_batch_jobs_or_sparsity(monkeypatch):
     monkeypatch.setattr(long_mod, "LONG_MIN_LENGTH", 25)
     X_new, _ = make_chain_data(n_sequences=4, n_classes=3, n_features=4,
                                length=(10, 45), random_state=3)
-    _, Sig = est._sequence_moments(est._check_X(X_new))
+    _, Sig = sequence_moments(est._predictive(), est._check_X(X_new))
     assert any(isinstance(S, WeightSpaceCovariance) for S in Sig)
     assert not all(isinstance(S, WeightSpaceCovariance) for S in Sig)
     batch = est.predict_marginals(X_new)
@@ -411,7 +412,7 @@ def test_score_gradient_fit_with_a_long_sequence():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est.fit(X, y)
-    _, Sig = est._sequence_moments(est._check_X(X))
+    _, Sig = sequence_moments(est._predictive(), est._check_X(X))
     assert all(isinstance(S, WeightSpaceCovariance) for S in Sig)
     assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.elbo_history_))
     (marg,) = est.predict_marginals(X[:1])
