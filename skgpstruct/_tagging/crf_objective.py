@@ -26,7 +26,7 @@ __all__ = ["CRFSpec", "check_finite", "chunk_loss_grad", "chunk_potential_grad",
 
 # Sequences per unit of parallel work. Fixed (not derived from n_jobs) so
 # that sums are taken in the same order whatever n_jobs is.
-_CHUNK_SEQUENCES = 32
+_CRF_CHUNK_SEQUENCES = 32
 
 
 @dataclass(frozen=True, eq=False)
@@ -227,7 +227,7 @@ def crf_loss_grad(spec, theta, data, seq_idx, seeds, parallel, backend):
     parts = map_chunks(
         lambda chunk, chunk_seeds: chunk_potential_grad(
             spec, theta, sub.subset(chunk), chunk_seeds, backend),
-        np.arange(n), seeds, chunk_size=n if on_gpu else _CHUNK_SEQUENCES,
+        np.arange(n), seeds, chunk_size=n if on_gpu else _CRF_CHUNK_SEQUENCES,
         parallel=None if on_gpu else parallel)
     loss, rest = parts[0][0], parts[0][2].copy()
     for part_loss, _, part_rest in parts[1:]:  # fixed order
