@@ -137,6 +137,7 @@ from gpstruct_table1 import _fold_data  # noqa: E402
 from validation_seeds import _with_repeats  # noqa: E402
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
+from skgpstruct._gpstruct.information_gain import weight_variances  # noqa: E402
 from skgpstruct.datasets import load_benchmark  # noqa: E402
 
 STRATEGIES = ("random", "crf_entropy", "gp_mi")
@@ -204,7 +205,8 @@ def _with_prior_for_unseen(gp):
     instead of none: the exact posterior of a weight its likelihood never
     touched is its prior."""
     g = copy.copy(gp)
-    g.coef_var_ = gp._weight_variances()  # those of predict_information_gain
+    # those of predict_information_gain
+    g.coef_var_ = weight_variances(gp._predictive().posterior)
     return g
 
 

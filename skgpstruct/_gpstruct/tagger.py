@@ -103,7 +103,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         features, 5 folds, M = 500) it gave 4.83 % token error, log loss
         0.167 and ECE 3.7 % against the mean-field inducing form's 4.82 /
         0.164 / 3.2 % at about twice the fit time
-        (``benchmarks/results/calibration_basenp_coupled.md``): not on the
+        (section ``basenp_coupled`` of ``benchmarks/results/calibration.md``): not on the
         CRF benchmarks so far.
     likelihood : {"crf", "pseudo", "randomized"} or Likelihood, default="crf"
         Exact CRF likelihood (forward-backward), the piecewise
