@@ -7,6 +7,7 @@ leaves the estimator exactly as it was: unfitted, or its previous fit. The
 interrupt is injected into the objective on a chosen evaluation.
 """
 
+import importlib
 import warnings
 
 import numpy as np
@@ -31,6 +32,11 @@ CASES = {
                                       random_state=0, **kw),
     "crf": lambda **kw: RandomizedCRFTagger(n_top=None, random_state=0, **kw),
 }
+
+
+#: Where each estimator's stochastic fit calls fit_epochs.
+FIT_LOOP_MODULES = {"gp": "skgpstruct._gpstruct.fitting",
+                    "crf": "skgpstruct._randomized_crf.tagger"}
 
 
 def _interrupt_lbfgs(monkeypatch, at):
@@ -121,7 +127,8 @@ def test_interrupt_of_the_stochastic_optimiser(case, data, monkeypatch):
             return step(z, idx, seeds)
         return real(wrapped, x, *args, **kw)
 
-    module = __import__(type(CASES[case]()).__module__, fromlist=["fit_epochs"])
+    # the module whose fit loop calls fit_epochs
+    module = importlib.import_module(FIT_LOOP_MODULES[case])
     monkeypatch.setattr(module, "fit_epochs", fit_epochs)
     est = CASES[case](optimizer="adam", batch_size=6, max_iter=50)
     with pytest.warns(FitInterruptedWarning, match="after 3 epochs"):
