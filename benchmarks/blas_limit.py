@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import time_call, write_results  # noqa: E402
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
-from skgpstruct._utils import parallel as _parallel# noqa: E402
+from skgpstruct._utils import parallel as _parallel  # noqa: E402
 from skgpstruct.datasets import make_chain_data  # noqa: E402
 
 

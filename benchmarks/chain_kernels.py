@@ -48,7 +48,7 @@ from threadpoolctl import threadpool_limits  # noqa: E402
 
 from skgpstruct import chain  # noqa: E402
 from skgpstruct.chain import _exact_kernels, _reference
-from skgpstruct.chain import _linear_space_kernels as _linear_kernels# noqa: E402
+from skgpstruct.chain import _linear_space_kernels as _linear_kernels  # noqa: E402
 from skgpstruct.chain.exact import _NO_LABELS  # noqa: E402
 
 

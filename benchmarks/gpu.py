@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _common import time_call, write_results  # noqa: E402
 
 from skgpstruct import chain  # noqa: E402
-from skgpstruct.chain.randomized import _batch_kernels as _rdp_batch# noqa: E402
+from skgpstruct.chain.randomized import _batch_kernels as _rdp_batch  # noqa: E402
 from skgpstruct.chain import randomized as rdp  # noqa: E402
 
 

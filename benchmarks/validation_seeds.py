@@ -36,7 +36,7 @@ from _common import write_results  # noqa: E402
 from gpstruct_table1 import _fold_data  # noqa: E402
 from temperature_sweep import _fit, _scores  # noqa: E402
 
-from skgpstruct._gpstruct import weight_space_form as _gp_features# noqa: E402
+from skgpstruct._gpstruct import weight_space_form as _gp_features  # noqa: E402
 from skgpstruct.datasets import load_benchmark  # noqa: E402
 
 METRICS = ("error %", "log loss", "ECE %")

@@ -56,7 +56,7 @@ from skgpstruct import RandomizedCRFTagger, chain  # noqa: E402
 from skgpstruct._input.sequences import SequenceData  # noqa: E402
 from skgpstruct.chain import _cuda_device
 from skgpstruct.chain.randomized import _cuda as _cuda_randomized
-from skgpstruct.chain.randomized import _batch_kernels as _rdp_batch# noqa: E402
+from skgpstruct.chain.randomized import _batch_kernels as _rdp_batch  # noqa: E402
 from skgpstruct.chain import cuda as chain_cuda  # noqa: E402
 from skgpstruct.chain import randomized as rdp  # noqa: E402
 from skgpstruct.datasets import make_chain_data  # noqa: E402
