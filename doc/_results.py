@@ -40,6 +40,7 @@ TITLES = {
     "coupled_additive": "Coupled against mean-field sparse GPs",
     "blas_limit": "BLAS thread limit",
     "dense_features": "Dense features: dense columns against pair matrices",
+    "fingerprint": "Fingerprints of fitted models and predictions (behaviour-preserving changes)",
 }
 
 #: Titles of the sections of a script with more than one, by
