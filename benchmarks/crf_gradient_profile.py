@@ -1,0 +1,246 @@
+"""Where one gradient evaluation of the exact CRF goes, against its floors.
+
+On CoNLL-2000 chunking and CoNLL-2002 Spanish NER (``<data home>/conll2000``,
+``conll2002``; the data home is :func:`skgpstruct.datasets.get_data_home`)
+with sklearn-crfsuite's tutorial features (word, lower case, suffixes, shape
+flags, POS and its prefix, the same of the neighbours) through
+:class:`~skgpstruct.features.SequenceVectorizer`, one evaluation of the
+objective that ``RandomizedCRFTagger(c2=0.1)`` minimises with L-BFGS
+(``crf_loss_grad`` of :mod:`skgpstruct._tagging.crf_objective`, the features
+no training token uses dropped, as the fit does) is split into its parts,
+each timed alone (median of ``--repeats``) on the same arrays, all
+sequences, ``n_jobs=1``:
+
+* ``unary``: the feature product ``U = X W + b`` (scipy CSR times dense);
+* ``forward-backward``: the exact chain pass that gives the loss and its
+  gradient in ``U`` and ``B`` (:func:`skgpstruct.chain.log_likelihood_grad_ragged`),
+  in chunks of 32 sequences as the objective runs it;
+* ``scatter``: the weights' gradient ``X^T dU`` (scipy);
+* ``rest``: the objective's total minus the three (chunk subsets, sums,
+  concatenations, checks: Python and copies);
+* ``penalty``: ``c2 ||theta||^2`` and its gradient;
+* ``L-BFGS step``: what scipy's L-BFGS-B spends per iteration besides the
+  objective (a fit of ``--lbfgs-iter`` iterations, minus its evaluations).
+
+Each part stands beside its **floor**: the same number of multiply-adds in
+the same loop shape, measured in this script by a minimal numba loop (warm,
+single thread): a CSR row times a label block (``nnz x V`` multiply-adds)
+for the product and the scatter, and per token three ``V x V`` mat-vecs
+(forward, backward, pairwise marginals: ``3 V^2`` multiply-adds, no ``exp``
+or ``log``) for the chain pass. The ratio says how far each part is from
+what its arithmetic costs.
+
+Usage::
+
+    python benchmarks/crf_gradient_profile.py [--tasks conll2000 conll2002]
+        [--repeats 5] [--lbfgs-iter 10] [--max-sentences N]
+
+Results: ``benchmarks/results/crf_gradient_profile.{md,json}``.
+"""
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import add_name_argument, write_results  # noqa: E402
+
+from skgpstruct._input.sequences import SequenceData  # noqa: E402
+from skgpstruct._tagging.crf_objective import CRFSpec, crf_loss_grad, penalty, unpack  # noqa: E402
+from skgpstruct._tagging.crf_solver import training_data  # noqa: E402
+from skgpstruct.chain.backend import get_backend  # noqa: E402
+from skgpstruct.datasets import get_data_home  # noqa: E402
+from skgpstruct.features import SequenceVectorizer  # noqa: E402
+from skgpstruct.optim import minimize_lbfgs  # noqa: E402
+
+SCRIPT = "crf_gradient_profile"
+TASKS = {"conll2000": "conll2000/train.txt", "conll2002": "conll2002/esp.train"}
+CHUNK = 32  # sequences per chunk, as the objective
+
+
+def read_columns(path):
+    """Sentences of ``(word, pos, label)`` rows from a CoNLL column file."""
+    sents, cur = [], []
+    for line in open(path, encoding="utf-8"):
+        line = line.strip()
+        if not line:
+            if cur:
+                sents.append(cur)
+                cur = []
+            continue
+        cur.append(tuple(line.split()))
+    if cur:
+        sents.append(cur)
+    return sents
+
+
+def tutorial_features(sent, i):
+    """sklearn-crfsuite's tutorial features of token ``i``."""
+    word, pos = sent[i][0], sent[i][1]
+    f = {"bias": 1.0, "word.lower()": word.lower(), "word[-3:]": word[-3:],
+         "word[-2:]": word[-2:], "word.isupper()": word.isupper(),
+         "word.istitle()": word.istitle(), "word.isdigit()": word.isdigit(),
+         "postag": pos, "postag[:2]": pos[:2]}
+    for k, name in ((i - 1, "-1"), (i + 1, "+1")):
+        if 0 <= k < len(sent):
+            w, p = sent[k][0], sent[k][1]
+            f.update({f"{name}:word.lower()": w.lower(), f"{name}:word.istitle()": w.istitle(),
+                      f"{name}:word.isupper()": w.isupper(), f"{name}:postag": p,
+                      f"{name}:postag[:2]": p[:2]})
+        else:
+            f["BOS" if k < 0 else "EOS"] = True
+    return f
+
+
+def load(task, max_sentences=None):
+    """``SequenceData`` of a task's training sentences (labels encoded)."""
+    sents = read_columns(Path(get_data_home()) / TASKS[task])[:max_sentences]
+    X = SequenceVectorizer().fit_transform(
+        [[tutorial_features(s, i) for i in range(len(s))] for s in sents])
+    labels = sorted({t[-1] for s in sents for t in s})
+    code = {lab: k for k, lab in enumerate(labels)}
+    y = np.array([code[t[-1]] for s in sents for t in s], dtype=np.int64)
+    data = SequenceData(sp.vstack(X).tocsr(), np.array([len(s) for s in sents]), y, None)
+    spec = CRFSpec(np.arange(len(labels)), c2=0.1)
+    return training_data(data, spec)[0], spec
+
+
+@njit(cache=True, nogil=True)
+def _csr_times_block(indptr, indices, values, W, out):
+    """Floor of the product: ``out[t] += x_t[k] * W[k]`` over the CSR rows."""
+    V = W.shape[1]
+    for t in range(indptr.size - 1):
+        for p in range(indptr[t], indptr[t + 1]):
+            k, x = indices[p], values[p]
+            for v in range(V):
+                out[t, v] += x * W[k, v]
+
+
+@njit(cache=True, nogil=True)
+def _three_matvecs(B, U, out):
+    """Floor of the chain pass: three ``V x V`` mat-vecs per token."""
+    T, V = U.shape
+    a = np.ones(V)
+    b = np.ones(V)
+    for t in range(T):
+        for i in range(V):
+            s1, s2, s3 = 0.0, 0.0, 0.0
+            for j in range(V):
+                s1 += B[j, i] * a[j]
+                s2 += B[i, j] * b[j]
+                s3 += B[i, j] * U[t, j]
+            out[t, i] = s1 + s2 + s3
+        a[:] = out[t] * 1e-3
+        b[:] = U[t] * 1e-3
+
+
+def median_time(fn, repeats):
+    fn()  # warm (compilation, caches)
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+def profile(task, repeats, lbfgs_iter, max_sentences):
+    data, spec = load(task, max_sentences)
+    X, n, V = data.X_flat, data.n_sequences, spec.n_labels
+    D = X.shape[1]
+    rng = np.random.default_rng(0)
+    theta = 0.01 * rng.standard_normal(D * V + V + V * V)
+    W, b, B = unpack(spec, theta, D)
+    backend = get_backend("cpu")
+    idx, seeds = np.arange(n), np.zeros(n, dtype=np.int64)
+    U = np.asarray(X @ W) + b
+    gU = np.zeros_like(U)
+    offsets = data.offsets
+    cuts = list(range(0, n, CHUNK)) + [n]
+
+    def chain():
+        for i, j in zip(cuts[:-1], cuts[1:]):
+            backend.log_likelihood_grad_ragged(U[offsets[i]:offsets[j]], data.lengths[i:j], B,
+                                               data.y_flat[offsets[i]:offsets[j]])
+
+    parts = {
+        "objective (total)": lambda: crf_loss_grad(spec, theta, data, idx, seeds, None,
+                                                   backend),
+        "unary": lambda: np.asarray(X @ W) + b,
+        "forward-backward": chain,
+        "scatter": lambda: np.asarray(X.T @ gU),
+        "penalty": lambda: penalty(spec, theta, D),
+    }
+    t = {name: median_time(fn, repeats) for name, fn in parts.items()}
+    t["rest"] = t["objective (total)"] - t["unary"] - t["forward-backward"] - t["scatter"]
+    out = np.zeros((X.shape[0], V))
+    floor_product = median_time(lambda: _csr_times_block(X.indptr, X.indices, X.data, W,
+                                                         out), repeats)
+    floor_chain = median_time(lambda: _three_matvecs(np.exp(B), U, out), repeats)
+
+    def fun(x):
+        loss, grad = crf_loss_grad(spec, x, data, idx, seeds, None, backend)
+        pen, gpen = penalty(spec, x, D)
+        return loss + pen, grad + gpen
+
+    evals = {"n": 0}
+
+    def counted(x):
+        evals["n"] += 1
+        return fun(x)
+
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        minimize_lbfgs(counted, np.zeros_like(theta), max_iter=lbfgs_iter, tol=0.0)
+    fit = time.perf_counter() - start
+    step = (fit - evals["n"] * (t["objective (total)"] + t["penalty"])) / lbfgs_iter
+    floors = {"unary": floor_product, "forward-backward": floor_chain,
+              "scatter": floor_product}
+    rows = []
+    for name in ("objective (total)", "unary", "forward-backward", "scatter", "rest",
+                 "penalty"):
+        floor = floors.get(name)
+        row = {"task": task, "part": name, "ms": 1e3 * t[name]}
+        if floor is not None:
+            row.update({"floor ms": 1e3 * floor, "x floor": t[name] / floor})
+        rows.append(row)
+    rows.append({"task": task, "part": "L-BFGS step (per iteration)", "ms": 1e3 * step})
+    info = {"task": task, "sentences": n, "tokens": int(X.shape[0]), "features": D,
+            "labels": V, "nnz": int(X.nnz), "evaluations per iteration": evals["n"] / lbfgs_iter,
+            "multiply-adds: product": int(X.nnz) * V,
+            "multiply-adds: chain (3 V^2 per token)": 3 * V * V * int(X.shape[0])}
+    return rows, info
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--lbfgs-iter", type=int, default=10)
+    parser.add_argument("--max-sentences", type=int, default=None)
+    add_name_argument(parser, SCRIPT)
+    args = parser.parse_args()
+    rows, infos = [], []
+    for task in args.tasks:
+        r, info = profile(task, args.repeats, args.lbfgs_iter, args.max_sentences)
+        rows += r
+        infos.append(info)
+        print(info, file=sys.stderr, flush=True)
+    notes = [", ".join(f"{k} {v}" for k, v in info.items()) for info in infos]
+    notes.append("Floors: minimal numba loops of the same multiply-adds (a CSR row times "
+                 "a label block; three V x V mat-vecs per token, no exp / log), warm, "
+                 "single thread. All parts n_jobs=1.")
+    write_results(SCRIPT, rows, ["task", "part", "ms", "floor ms", "x floor"],
+                  title="One gradient evaluation of the exact CRF, part by part",
+                  notes=notes, extra={"tasks": infos}, section=args.name)
+
+
+if __name__ == "__main__":
+    main()
