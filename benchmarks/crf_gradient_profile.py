@@ -50,6 +50,7 @@ from numba import njit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import add_name_argument, write_results  # noqa: E402
+from _conll import TASKS, read_columns, tutorial_features  # noqa: E402
 
 from skgpstruct._input.sequences import SequenceData  # noqa: E402
 from skgpstruct._tagging.crf_objective import CRFSpec, crf_loss_grad, penalty, unpack  # noqa: E402
@@ -60,47 +61,12 @@ from skgpstruct.features import SequenceVectorizer  # noqa: E402
 from skgpstruct.optim import minimize_lbfgs  # noqa: E402
 
 SCRIPT = "crf_gradient_profile"
-TASKS = {"conll2000": "conll2000/train.txt", "conll2002": "conll2002/esp.train"}
 CHUNK = 32  # sequences per chunk, as the objective
-
-
-def read_columns(path):
-    """Sentences of ``(word, pos, label)`` rows from a CoNLL column file."""
-    sents, cur = [], []
-    for line in open(path, encoding="utf-8"):
-        line = line.strip()
-        if not line:
-            if cur:
-                sents.append(cur)
-                cur = []
-            continue
-        cur.append(tuple(line.split()))
-    if cur:
-        sents.append(cur)
-    return sents
-
-
-def tutorial_features(sent, i):
-    """sklearn-crfsuite's tutorial features of token ``i``."""
-    word, pos = sent[i][0], sent[i][1]
-    f = {"bias": 1.0, "word.lower()": word.lower(), "word[-3:]": word[-3:],
-         "word[-2:]": word[-2:], "word.isupper()": word.isupper(),
-         "word.istitle()": word.istitle(), "word.isdigit()": word.isdigit(),
-         "postag": pos, "postag[:2]": pos[:2]}
-    for k, name in ((i - 1, "-1"), (i + 1, "+1")):
-        if 0 <= k < len(sent):
-            w, p = sent[k][0], sent[k][1]
-            f.update({f"{name}:word.lower()": w.lower(), f"{name}:word.istitle()": w.istitle(),
-                      f"{name}:word.isupper()": w.isupper(), f"{name}:postag": p,
-                      f"{name}:postag[:2]": p[:2]})
-        else:
-            f["BOS" if k < 0 else "EOS"] = True
-    return f
 
 
 def load(task, max_sentences=None):
     """``SequenceData`` of a task's training sentences (labels encoded)."""
-    sents = read_columns(Path(get_data_home()) / TASKS[task])[:max_sentences]
+    sents = read_columns(Path(get_data_home()) / TASKS[task][0])[:max_sentences]
     X = SequenceVectorizer().fit_transform(
         [[tutorial_features(s, i) for i in range(len(s))] for s in sents])
     labels = sorted({t[-1] for s in sents for t in s})
