@@ -50,7 +50,7 @@ import scipy.sparse as sp
 from numba import njit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import add_name_argument, write_results  # noqa: E402
+from _common import add_name_argument, time_call, write_results  # noqa: E402
 from _conll import TASKS, read_columns, tutorial_features  # noqa: E402
 
 from skgpstruct._input.sequences import SequenceData  # noqa: E402
@@ -108,16 +108,6 @@ def _three_matvecs(B, U, out):
         b[:] = U[t] * 1e-3
 
 
-def median_time(fn, repeats):
-    fn()  # warm (compilation, caches)
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return float(np.median(times))
-
-
 def profile(task, repeats, lbfgs_iter, max_sentences):
     data, spec = load(task, max_sentences)
     X, n, V = data.X_flat, data.n_sequences, spec.n_labels
@@ -145,12 +135,12 @@ def profile(task, repeats, lbfgs_iter, max_sentences):
         "scatter": lambda: np.asarray(X.T @ gU),
         "penalty": lambda: penalty(spec, theta, D),
     }
-    t = {name: median_time(fn, repeats) for name, fn in parts.items()}
+    t = {name: time_call(fn, repeats=repeats)[0] for name, fn in parts.items()}
     t["rest"] = t["objective (total)"] - t["unary"] - t["forward-backward"] - t["scatter"]
     out = np.zeros((X.shape[0], V))
-    floor_product = median_time(lambda: _csr_times_block(X.indptr, X.indices, X.data, W,
-                                                         out), repeats)
-    floor_chain = median_time(lambda: _three_matvecs(np.exp(B), U, out), repeats)
+    floor_product = time_call(lambda: _csr_times_block(X.indptr, X.indices, X.data, W, out),
+                              repeats=repeats)[0]
+    floor_chain = time_call(lambda: _three_matvecs(np.exp(B), U, out), repeats=repeats)[0]
 
     def fun(x):
         loss, grad = crf_loss_grad(spec, x, data, idx, seeds, None, backend)
