@@ -11,7 +11,9 @@ Besides test F1 (chunks, conlleval's rule) and token accuracy, each model's
 weights are scored by the *same* objective on the training data: ours
 (:func:`skgpstruct._tagging.crf_objective.crf_loss_grad` plus the
 penalties), with crfsuite's state weights mapped to our feature columns
-(crfsuite's attribute ``f:v`` is our ``f=v``; numeric ones keep their name)
+(crfsuite's attribute ``f:v`` is our ``f=v``, at the first ``:`` that gives
+one of our columns; numeric ones keep their name; the count of attributes
+that map to none is the column ``unmapped``)
 and its transitions to our matrix, its bias 0 (crfsuite has none; ours is
 unpenalised, so at the optimum ours can only be lower). A lower objective
 is a better optimum of the one problem; equal objectives with different
@@ -90,8 +92,11 @@ def crfsuite_weights(crf, vec, labels):
     W, missing = np.zeros((len(vec.vocabulary_), len(labels))), 0
     for (attr, lab), w in crf.state_features_.items():
         j = vec.vocabulary_.get(attr)
-        if j is None and ":" in attr:
-            k = attr.rfind(":")
+        # a string value: crfsuite's "name:value", ours "name=value"; names
+        # ("-1:postag") and values ("10:30", the POS ":") may hold ':' too
+        cuts = [k for k, ch in enumerate(attr) if ch == ":"]
+        while j is None and cuts:
+            k = cuts.pop(0)
             j = vec.vocabulary_.get(attr[:k] + "=" + attr[k + 1:])
         if j is None:
             missing += 1
@@ -153,7 +158,7 @@ def main():
     args = parser.parse_args()
     rows = [r for task in args.tasks for r in run(task, args.max_iter, args.max_sentences)]
     columns = ["task", "model", "max_iter", "iterations", "F1", "token acc", "objective",
-               "-log-lik", "penalty", "nonzero", "fit s"]
+               "-log-lik", "penalty", "nonzero", "unmapped", "fit s"]
     write_results(SCRIPT, rows, columns,
                   title="Same settings, same model? Both CRFs scored by one objective",
                   notes=[f"c1 = {C1}, c2 = {C2}, all_possible_transitions=True (the "
