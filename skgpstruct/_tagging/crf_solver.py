@@ -33,6 +33,7 @@ from .._utils.parallel import small_blas
 from ..chain.backend import get_backend
 from .base import ConvergenceMonitor, fit_lbfgs
 from .crf_objective import CRFSpec, crf_loss_grad, l1_coefficients, penalty, unpack
+from .decoders import _dense
 from .predict import renormalize_rows
 
 __all__ = ["CRFParams", "CRFSpec", "active_features", "chain_marginals", "crf_marginals",
@@ -78,9 +79,7 @@ class CRFParams:
 
     def dense_transitions(self):
         """The (V, V) transition matrix (``left @ right.T`` when low rank)."""
-        if self.transition is not None:
-            return self.transition
-        return self.transition_left @ self.transition_right.T
+        return _dense(self.transitions)
 
 
 def active_features(X):
