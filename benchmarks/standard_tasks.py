@@ -42,8 +42,8 @@ repeat*, then the median. The scores are the first repeat's
 (``same in repeats`` says whether all repeats gave the same).
 
 A second table times one gradient evaluation of our exact objective
-(:func:`skgpstruct._tagging.crf_objective.crf_loss_grad` on all training
-sequences, the features no training token uses dropped, as the fit does;
+(:class:`skgpstruct._tagging.exact_objective.ExactCRFObjective`, what fit
+evaluates, on all training sequences, the features no training token uses dropped, as the fit does;
 median of 7 after a warm-up) for each ``--n-jobs``, in a process of its
 own, against its floor: the same multiply-adds in minimal numba loops of
 ``crf_gradient_profile.py`` (single thread), the feature product and the
@@ -81,9 +81,9 @@ from crf_gradient_profile import _csr_times_block, _three_matvecs, load  # noqa:
 from crfsuite_parity import sentences  # noqa: E402
 
 from skgpstruct import RandomizedCRFTagger  # noqa: E402
-from skgpstruct._tagging.crf_objective import crf_loss_grad, layout, unpack  # noqa: E402
+from skgpstruct._tagging.crf_objective import layout, unpack  # noqa: E402
+from skgpstruct._tagging.exact_objective import ExactCRFObjective  # noqa: E402
 from skgpstruct._utils.parallel import small_blas  # noqa: E402
-from skgpstruct.chain.backend import get_backend  # noqa: E402
 from skgpstruct.features import SequenceVectorizer  # noqa: E402
 from skgpstruct.metrics import (  # noqa: E402
     chunk_f1_score,
@@ -259,17 +259,15 @@ def evaluation_worker(task, n_jobs_list, max_sentences):
     D = X.shape[1]
     theta = 0.01 * np.random.default_rng(0).standard_normal(int(layout(spec, D)[-1]))
     W, b, B = unpack(spec, theta, D)
-    backend = get_backend("cpu")
-    idx, seeds = np.arange(n), np.zeros(n, dtype=np.int64)
     from joblib import Parallel
 
     ms = {}
     with small_blas():
         for n_jobs in n_jobs_list:
             with Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
-                ms[n_jobs] = 1e3 * time_call(lambda: crf_loss_grad(
-                    spec, theta, data, idx, seeds, parallel, backend),
-                    repeats=EVAL_REPEATS)[0]
+                objective = ExactCRFObjective(spec, data, parallel)
+                ms[n_jobs] = 1e3 * time_call(lambda: objective(theta),
+                                             repeats=EVAL_REPEATS)[0]
     out = np.zeros((X.shape[0], V))
     product = 1e3 * time_call(lambda: _csr_times_block(X.indptr, X.indices, X.data, W, out),
                               repeats=EVAL_REPEATS)[0]
@@ -394,7 +392,8 @@ def _notes(rows, repeats):
     return notes
 
 
-EVAL_NOTE = ("One evaluation of crf_loss_grad (exact loss and gradient, all training "
+EVAL_NOTE = ("One evaluation of ExactCRFObjective (what fit evaluates: exact loss, L2 term "
+             "and gradient, all training "
              "sequences, unused features dropped), median of "
              f"{EVAL_REPEATS}; floor: crf_gradient_profile.py's numba loops of the same "
              "multiply-adds, single thread: the feature product and the scatter "

@@ -29,7 +29,7 @@ def _objective_case(seed, data_args, transitions="full", rank=2, scale=0.5,
     rng = np.random.default_rng(seed)
     X, y = make_chain_data(**data_args)
     data = SequenceData.from_sequences(X, y)
-    est = RandomizedCRFTagger(transitions=transitions, rank=rank, c2=0.3)
+    est = RandomizedCRFTagger(transitions=transitions, rank=rank, c2=0.3, fit_intercept=True)
     est.classes_ = np.arange(data_args["n_classes"])
     est.n_features_in_ = data_args["n_features"]
     est._n_top_, est._n_sampled_ = counts if counts else (None, 0)

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._tagging.base import fit_epochs
-from .._tagging.crf_objective import (check_finite, layout, penalty_value,
+from .._tagging.crf_objective import (bias_grad, check_finite, layout, penalty_value,
                                       potential_loss_grad, unpack)
 from .._utils.parallel import map_chunks
 from ..optim.proximal import ProximalAdaGrad, RowSparseGradient
@@ -65,7 +65,7 @@ def chunk_sparse_loss_grad(spec, theta, data, seeds, n_rows, backend, used=None)
     check_finite(b, U, *(trans if isinstance(trans, tuple) else (trans,)))
     loss, gU, g_trans = potential_loss_grad(spec, U, data, trans, seeds, backend)
     g_rows = np.asarray(Xc.T @ gU)
-    return loss, rows, g_rows, np.concatenate([gU.sum(axis=0)] + g_trans)
+    return loss, rows, g_rows, np.concatenate([bias_grad(spec, gU)] + g_trans)
 
 
 def sparse_loss_grad(spec, theta, data, seeds, n_rows, parallel, backend):

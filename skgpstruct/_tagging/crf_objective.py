@@ -20,7 +20,7 @@ import scipy.sparse as sp
 from .._utils.parallel import map_chunks
 from ..chain import randomized as rdp
 
-__all__ = ["CRFSpec", "check_finite", "chunk_loss_grad", "chunk_potential_grad",
+__all__ = ["CRFSpec", "bias_grad", "check_finite", "chunk_loss_grad", "chunk_potential_grad",
            "crf_loss_grad", "l1_coefficients", "layout", "penalty", "penalty_value",
            "potential_loss_grad", "unpack"]
 
@@ -56,6 +56,9 @@ class CRFSpec:
         (:func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged`).
     n_sampled : int, default=0
     proposal : str, default="local+global"
+    fit_intercept : bool, default=True
+        Whether the CRF has a per-label bias (unpenalised). False: the bias
+        stays 0 (its gradient is 0), CRFsuite's model, which has none.
     """
 
     labels: np.ndarray
@@ -66,6 +69,7 @@ class CRFSpec:
     n_top: int = None
     n_sampled: int = 0
     proposal: str = "local+global"
+    fit_intercept: bool = True
 
     def __post_init__(self):
         labels = np.asarray(self.labels)
@@ -151,6 +155,14 @@ def penalty(spec, theta, n_rows):
 
 
 # -------------------------------------------------------------------- losses
+def bias_grad(spec, gU):
+    """The bias's gradient from the unaries' ``gU`` (tokens x V): their sum,
+    or 0 when the spec fits no intercept."""
+    if not spec.fit_intercept:
+        return np.zeros(gU.shape[1])
+    return gU.sum(axis=0)
+
+
 def check_finite(*arrays):
     """Raise a ValueError, saying what to change, if any array is not finite."""
     if not all(np.isfinite(a).all() for a in arrays):
@@ -191,7 +203,7 @@ def chunk_potential_grad(spec, theta, data, seeds, backend):
     U = np.asarray(data.X_flat @ W) + b
     check_finite(U)
     loss, gU, g_trans = potential_loss_grad(spec, U, data, trans, seeds, backend)
-    rest = np.concatenate([gU.sum(axis=0)] + g_trans)
+    rest = np.concatenate([bias_grad(spec, gU)] + g_trans)
     if not sp.issparse(data.X_flat):
         # dense X (few features): the chunk's own weight gradient, as
         # BLAS rounds a product differently with the matrix sizes

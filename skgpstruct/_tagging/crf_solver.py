@@ -34,6 +34,7 @@ from ..chain.backend import get_backend
 from .base import ConvergenceMonitor, fit_lbfgs
 from .crf_objective import CRFSpec, crf_loss_grad, l1_coefficients, penalty, unpack
 from .decoders import _dense
+from .exact_objective import ExactCRFObjective
 from .predict import renormalize_rows
 
 __all__ = ["CRFParams", "CRFSpec", "active_features", "chain_marginals", "crf_marginals",
@@ -160,14 +161,17 @@ def _lbfgs(spec, data, theta, parallel, monitor, backend):
     (``fit_lbfgs(..., l1=...)``, the same ``tol`` and ``max_iter``) with the
     L1 term when ``c1 > 0``."""
     n, n_rows = data.n_sequences, data.X_flat.shape[1]
-    all_idx = np.arange(n)
-    zeros = np.zeros(n, dtype=np.int64)  # exact DP draws nothing
+    if sp.issparse(data.X_flat) and backend.name == "cpu":
+        fun = ExactCRFObjective(spec, data, parallel)
+    else:
+        all_idx = np.arange(n)
+        zeros = np.zeros(n, dtype=np.int64)  # exact DP draws nothing
 
-    def fun(t):
-        loss, grad = crf_loss_grad(spec, t, data, all_idx, zeros, parallel, backend)
-        pen, gpen = penalty(spec, t, n_rows)
-        gpen += grad
-        return loss + pen, gpen
+        def fun(t):
+            loss, grad = crf_loss_grad(spec, t, data, all_idx, zeros, parallel, backend)
+            pen, gpen = penalty(spec, t, n_rows)
+            gpen += grad
+            return loss + pen, gpen
 
     if spec.c1 > 0:
         return fit_lbfgs(fun, theta, monitor, l1=l1_coefficients(spec, n_rows))

@@ -63,6 +63,9 @@ from ._exact_kernels import (
 )
 
 _SAFE_RANGE = 300.0
+# Fewest labels for which a training pass runs its sequences together as
+# matrix products (:func:`_ll_grad_ragged_blas`); below it one at a time.
+_BLAS_MIN_LABELS = 8
 
 
 # ------------------------------------------------------------- preparation

@@ -70,10 +70,10 @@ __all__ = [
 _NO_LABELS = np.empty(0, dtype=np.int64)
 
 # log_likelihood_grad_ragged with a shared B runs the sequences of a call
-# together as matrix-matrix products (BLAS) from this many labels on; below
-# it, one sequence at a time (measured: the BLAS pass is ~1.4x faster from
-# V = 14 on, 1.7x at V = 444, for 32 sequences of length 12-32).
-_BLAS_MIN_LABELS = 8
+# together as matrix-matrix products (BLAS) from _lin._BLAS_MIN_LABELS labels
+# on; below it, one sequence at a time (measured: the BLAS pass is ~1.4x
+# faster from V = 14 on, 1.7x at V = 444, for 32 sequences of length 12-32),
+# by blocks of at most this many sequences.
 _BLAS_BLOCK = 256
 
 
@@ -94,7 +94,7 @@ def _ragged_fb(U2, offsets, B3, st, en, y, unary, pairwise, fell):
     blocks of at most _BLAS_BLOCK sequences, which bounds its scratch memory
     to a few times that block's unaries), else one sequence at a time."""
     if not (y.shape[0] > 0 and B3.shape[0] == 1 and pairwise.shape[0] == 1
-            and U2.shape[1] >= _BLAS_MIN_LABELS):
+            and U2.shape[1] >= _lin._BLAS_MIN_LABELS):
         return _lin._fb_ragged_kernel(U2, offsets, B3, st, en, y, unary, pairwise, fell)
     n = offsets.shape[0] - 1
     values = np.empty(n)

@@ -1,4 +1,5 @@
-"""OWL-QN: L-BFGS for a smooth objective plus a weighted L1 penalty.
+"""OWL-QN: L-BFGS for a smooth objective plus a weighted L1 penalty, as
+libLBFGS (and so CRFsuite, and so sklearn-crfsuite) runs it.
 
 Orthant-Wise Limited-memory Quasi-Newton (Andrew and Gao, ICML 2007)
 minimises ::
@@ -6,64 +7,71 @@ minimises ::
     F(x) = f(x) + sum_i c_i |x_i|
 
 with ``f`` smooth and ``c_i >= 0`` (0 leaves a coordinate unpenalised, as a
-bias). It is the L1 mode of libLBFGS, which CRFsuite (and so
-sklearn-crfsuite) runs when ``c1 > 0``. Each iteration
+bias; with every ``c_i = 0`` it is plain L-BFGS). Each iteration, as
+libLBFGS's ``lbfgs()`` with ``orthantwise_c > 0``:
 
 1. takes the *pseudo-gradient* ``pg`` of ``F`` (the steepest-descent
    direction's negative: ``g_i + c_i sign(x_i)`` off zero; at ``x_i = 0``,
    ``g_i + c_i`` if that is negative, ``g_i - c_i`` if that is positive,
    else 0);
 2. turns it into a direction ``d = -H pg`` with the L-BFGS two-loop
-   recursion on the pairs ``(s, y)`` of steps and differences of the
-   *smooth* gradient ``g``, and zeroes the penalised coordinates at 0
-   where ``d`` disagrees in sign with ``-pg``;
-3. backtracks (halving) from step 1 along ``d``, projecting each trial
-   point on the orthant of the current point (``sign(x_i)``, or
-   ``sign(-pg_i)`` where ``x_i = 0``): a penalised coordinate that would
-   change sign is set to exactly 0. A trial is accepted when
-   ``F(x_new) <= F(x) + 1e-4 pg . (x_new - x)`` (and that bound is a
-   decrease).
+   recursion on the last ``memory`` pairs ``(s, y)`` of steps and
+   differences of the *smooth* gradient ``g`` (initial matrix ``s.y / y.y``
+   of the newest pair), and zeroes every penalised ``d_i`` whose sign is
+   not that of ``-pg_i``;
+3. backtracks (halving) from step 1 (``1 / ||d||`` at the first iteration,
+   along ``-pg``), projecting each trial point on the orthant of the
+   current point (``sign(x_i)``, or ``sign(-pg_i)`` where ``x_i = 0``): a
+   penalised coordinate that would change sign is set to exactly 0. A
+   trial is accepted when ``F(x_new) <= F(x) + 1e-4 pg . (x_new - x)``;
+   without penalised coordinates the step must also meet the curvature
+   condition ``g_new . d >= 0.9 g . d`` (else it grows by 2.1), libLBFGS's
+   backtracking Wolfe search.
 
-Two departures from the paper (and libLBFGS), both keeping ``d`` a
-descent direction (``pg . d < 0``) and the iterates in the chosen orthant:
+Stopping is CRFsuite's (libLBFGS's ``epsilon``, ``past`` and ``delta``),
+with ``tol`` for both of its tolerances:
 
-- the sign alignment of ``d`` applies to the coordinates at 0 only. Off
-  zero the orthant is ``sign(x_i)`` whatever the sign of ``d_i`` (the line
-  search's projection keeps the iterate in it), and zeroing the quasi-Newton
-  components that disagree with ``-pg`` there truncates 10-20 of a
-  direction's components on a small CRF even with a negligible ``c1``;
-- the two-loop recursion runs on the coordinates not *pinned* at 0 (``x_i
-  = 0`` and ``|g_i| <= c_i``, so ``pg_i = 0``), the pairs restricted to
-  them, as L-BFGS-B's subspace step: with the full pairs, the estimate of
-  the free block's inverse Hessian is that of a Schur complement, too long
-  a step (4-20x on a CRF, each overshoot costing backtracks).
+- ``||pg|| / max(||x||, 1) <= tol``, or
+- ``F`` fell by at most ``tol * |F|`` over the last ``period`` iterations
+  (``(F_{k - period} - F_k) / F_k``, CRFsuite's ``delta`` over ``period``,
+  its defaults ``1e-5`` and 10), or
+- ``max_iter`` iterations (CRFsuite's ``max_iterations``).
 
-On the CRF of ``tests/test_l1.py`` (52 parameters) at ``tol=1e-10`` these
-take ``c1 = 0.1`` / ``1`` / ``10`` from 294 / 279 / 26 iterations (708 /
-528 / 27 evaluations) to 130 / 88 / 43 (224 / 110 / 52), with a lower
-final objective in every case; at the default ``tol`` both take 15-40.
+So ``max_iter`` and ``tol`` of a CRF fit with ``c1 > 0`` mean what
+``max_iterations`` and ``delta`` (= ``epsilon``) mean to CRFsuite, and the
+same settings take the same steps (up to rounding). Coordinates stay
+exactly 0 where the penalty outweighs the gradient, which is what makes
+the solutions sparse.
 
-Coordinates stay exactly 0 where the penalty outweighs the gradient,
-which is what makes the solutions sparse. Stopping follows scipy's
-L-BFGS-B (and so :func:`skgpstruct.optim.minimize_lbfgs`): ``tol`` bounds
-the relative decrease ``(F_prev - F) / max(|F_prev|, |F|, 1)`` and the
-largest entry of the pseudo-gradient (the L1 analogue of the projected
-gradient), with 20 stored pairs.
+The vector work runs in the numba kernels of
+:mod:`skgpstruct.optim._owlqn_kernels` on preallocated buffers: the stored
+pairs are ``2 memory`` vectors of the problem's size, the rest six.
 """
 
 import warnings
-from collections import deque
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 
 from ._lbfgs import FitInterrupted, warn_max_iter
+from ._owlqn_kernels import (
+    constrain_direction,
+    directional,
+    pseudo_gradient_into,
+    store_pair,
+    trial_point,
+    two_loop,
+)
 
 __all__ = ["minimize_owlqn", "pseudo_gradient"]
 
-# Sufficient-decrease constant of the backtracking line search (libLBFGS's
-# ftol) and the most trial points per line search (step down to 2 ** -19).
+# libLBFGS's defaults: the sufficient-decrease constant of the backtracking
+# line search (ftol), its curvature constant (wolfe, without penalised
+# coordinates), its step factors, and the most trial points per line search
+# (CRFsuite's max_linesearch).
 _ARMIJO = 1e-4
+_WOLFE = 0.9
+_SHRINK, _GROW = 0.5, 2.1
 _MAX_LINESEARCH = 20
 
 
@@ -102,49 +110,9 @@ def pseudo_gradient(x, grad, l1):
     return np.where(x > 0, right, np.where(x < 0, left, at_zero))
 
 
-def _two_loop(pg, pairs, pinned):
-    """``-H pg`` with the L-BFGS inverse-Hessian estimate of ``pairs``
-    (``(s, y)``, oldest first) restricted to the coordinates outside
-    ``pinned`` (indices; ``pg`` is 0 there, and so is the result), scaled by
-    ``s.y / y.y`` of the newest usable pair; None when no pair has positive
-    curvature on those coordinates."""
-    n = pg.shape[0]
-    if pinned.shape[0] == 0:
-        def dot(u, v):
-            return float(u @ v)
-    elif 2 * pinned.shape[0] <= n:
-        def dot(u, v):
-            return float(u @ v) - float(u[pinned] @ v[pinned])
-    else:
-        free = np.setdiff1d(np.arange(n), pinned, assume_unique=True)
-
-        def dot(u, v):
-            return float(u[free] @ v[free])
-    usable = []
-    for s, y in pairs:
-        sy, yy = dot(s, y), dot(y, y)
-        if sy > 1e-12 * yy:  # positive curvature on the free coordinates
-            usable.append((s, y, 1.0 / sy, yy))
-    if not usable:
-        return None
-    q = pg.copy()
-    alphas = []
-    for s, y, rho, _ in reversed(usable):
-        a = rho * dot(s, q)
-        q -= a * y
-        q[pinned] = 0.0
-        alphas.append(a)
-    _, _, rho, yy = usable[-1]
-    q *= 1.0 / (rho * yy)
-    for (s, y, rho, _), a in zip(usable, reversed(alphas)):
-        b = rho * dot(y, q)
-        q += (a - b) * s
-        q[pinned] = 0.0
-    return -q
-
-
-def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-6, callback=None, memory=20):
-    """Minimise ``fun(x)[0] + sum_i l1_i |x_i|`` with OWL-QN.
+def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-5, callback=None, memory=6,
+                   period=10):
+    """Minimise ``fun(x)[0] + sum_i l1_i |x_i|`` with OWL-QN, as CRFsuite.
 
     Emits a :class:`~sklearn.exceptions.ConvergenceWarning` when
     ``max_iter`` is reached, as :func:`skgpstruct.optim.minimize_lbfgs`.
@@ -159,16 +127,19 @@ def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-6, callback=None, memory
     l1 : float or ndarray of shape (n_params,)
         Non-negative L1 coefficient of each coordinate (0: unpenalised).
     max_iter : int, default=100
-        Most iterations (accepted steps).
-    tol : float, default=1e-6
-        Stop when the relative decrease ``(F_prev - F) / max(|F_prev|, |F|,
-        1)`` or the largest absolute pseudo-gradient is at most ``tol``
-        (scipy's L-BFGS-B ``ftol`` and ``gtol``).
+        Most iterations (accepted steps): CRFsuite's ``max_iterations``.
+    tol : float, default=1e-5
+        Stop when ``F`` fell by at most ``tol * |F|`` over the last
+        ``period`` iterations (CRFsuite's ``delta``) or when ``||pg|| /
+        max(||x||, 1) <= tol`` (its ``epsilon``).
     callback : callable, default=None
         Called with the objective ``F`` (penalty included) after every
         iteration.
-    memory : int, default=20
-        Stored ``(s, y)`` pairs (scipy's ``maxcor`` as the package uses it).
+    memory : int, default=6
+        Stored ``(s, y)`` pairs (CRFsuite's ``num_memories``).
+    period : int, default=10
+        Iterations over which the decrease is measured (CRFsuite's
+        ``period``).
 
     Returns
     -------
@@ -188,11 +159,11 @@ def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-6, callback=None, memory
 
     Notes
     -----
-    A line search that finds no decrease clears the stored pairs and
-    retries once along the pseudo-gradient; a second failure ends the run
-    (near the optimum, where rounding hides the decrease, this is the usual
-    end when ``tol`` is tiny), with a ConvergenceWarning only if no
-    iteration was made.
+    A line search that finds no acceptable step clears the stored pairs and
+    retries once along ``-pg`` (libLBFGS stops there); a second failure ends
+    the run (near the optimum, where rounding hides the decrease, this is
+    the usual end when ``tol`` is tiny), with a ConvergenceWarning only if
+    no iteration was made.
 
     Examples
     --------
@@ -201,7 +172,7 @@ def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-6, callback=None, memory
     >>> target = np.array([3.0, 0.5, -2.0])
     >>> x, n_iter, _ = minimize_owlqn(
     ...     lambda x: (0.5 * float((x - target) @ (x - target)), x - target),
-    ...     np.zeros(3), 1.0)
+    ...     np.zeros(3), 1.0, tol=1e-10)
     >>> np.round(x, 6).tolist()  # soft-thresholding of the target by 1
     [2.0, 0.0, -1.0]
     """
@@ -209,67 +180,37 @@ def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-6, callback=None, memory
     l1 = np.array(np.broadcast_to(np.asarray(l1, dtype=np.float64), x.shape))
     if (l1 < 0).any():
         raise ValueError("the L1 coefficients must be non-negative.")
-    penalised = l1 > 0
-
-    def objective(point):
-        value, grad = fun(point)
-        return (float(value) + float(l1 @ np.abs(point)),
-                np.array(grad, dtype=np.float64, copy=True))
-
+    if int(memory) < 1 or int(period) < 1:
+        raise ValueError("memory and period must be at least 1.")
+    state = _State(x, l1, int(memory), fun)
     history = []
-    pairs = deque(maxlen=int(memory))
     n_iter, converged, failed = 0, False, False
     try:
-        F, g = objective(x)
-        pg = pseudo_gradient(x, g, l1)
-        converged = float(np.abs(pg).max(initial=0.0)) <= tol
+        converged = state.small_gradient(tol)
         retried = False
         while not converged and n_iter < max_iter:
-            at_zero = penalised & (x == 0)
-            pinned = np.flatnonzero(at_zero & (pg == 0))
-            d = _two_loop(pg, pairs, pinned) if pairs else None
-            if d is not None:
-                d[at_zero & (d * pg >= 0)] = 0.0
-                if not float(pg @ d) < 0:  # no descent left in it
-                    d = None
-            if d is None:
-                pairs.clear()
-                d = -pg
-            step = 1.0 if pairs else 1.0 / float(np.sqrt(d @ d))
-            orthant = np.where(x != 0, np.sign(x), -np.sign(pg))
-            for _ in range(_MAX_LINESEARCH):
-                x_new = x + step * d
-                x_new[penalised & (x_new * orthant <= 0)] = 0.0
-                F_new, g_new = objective(x_new)
-                decrease = float(pg @ (x_new - x))
-                if decrease < 0 and F_new <= F + _ARMIJO * decrease:
-                    break
-                step *= 0.5
-            else:
-                if pairs and not retried:
-                    pairs.clear()  # as L-BFGS-B: one restart from steepest descent
+            if not state.line_search():
+                if state.n_pairs and not retried:
+                    state.restart()  # as L-BFGS-B: one restart from steepest descent
                     retried = True
                     continue
                 failed = True
                 break
             retried = False
-            s, y = x_new - x, g_new - g
-            ys = float(s @ y)
-            F_prev = F
-            x, F, g = x_new, F_new, g_new
-            pg = pseudo_gradient(x, g, l1)
             n_iter += 1
-            history.append(F)
+            history.append(state.F)
             if callback is not None:
-                callback(F)
-            if ys > 1e-12 * float(y @ y):  # keeps H positive definite
-                pairs.append((s, y))
-            converged = ((F_prev - F) <= tol * max(abs(F_prev), abs(F), 1.0)
-                         or float(np.abs(pg).max(initial=0.0)) <= tol)
+                callback(state.F)
+            converged = state.small_gradient(tol)
+            if not converged and n_iter >= period:  # libLBFGS's delta over past
+                before = history[n_iter - 1 - period] if n_iter > period else state.F0
+                converged = before - state.F <= tol * abs(state.F)
+            if not converged and n_iter < max_iter:
+                state.next_direction()
     except KeyboardInterrupt as exc:
         if n_iter == 0 or isinstance(exc, FitInterrupted):
             raise
-        raise FitInterrupted(x, n_iter) from exc
+        raise FitInterrupted(state.x.copy(), n_iter) from exc
     if failed and n_iter == 0:
         warnings.warn(
             "OWL-QN stopped before its first iteration (no step along the "
@@ -281,4 +222,81 @@ def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-6, callback=None, memory
         )
     elif not converged and not failed:
         warn_max_iter("OWL-QN", max_iter, "iterations")
-    return x, n_iter, history
+    return state.x, n_iter, history
+
+
+class _State:
+    """The iterate, its gradients, the direction and the stored pairs of
+    :func:`minimize_owlqn`, in preallocated buffers."""
+
+    def __init__(self, x, l1, memory, fun):
+        n = x.shape[0]
+        self.fun, self.l1, self.memory = fun, l1, memory
+        self.wolfe = not (l1 > 0).any()  # plain L-BFGS: the curvature test too
+        self.x, self.xp = x, np.empty(n)
+        self.pg, self.d = np.empty(n), np.empty(n)
+        self.S, self.Y = np.empty((memory, n)), np.empty((memory, n))
+        self.ys = np.empty(memory)
+        self.n_pairs, self.newest, self.gamma = 0, -1, 1.0
+        self.F, self.g = self._evaluate(x, float(l1 @ np.abs(x)))
+        self.F0 = self.F
+        self._gradient_norms()
+        np.negative(self.pg, out=self.d)
+        self.step = 1.0 / max(float(np.sqrt(self.pp)), 1e-300)
+
+    def _evaluate(self, x, norm1):
+        value, grad = self.fun(x)
+        return float(value) + norm1, np.array(grad, dtype=np.float64, copy=True)
+
+    def _gradient_norms(self):
+        self.pp, self.xx = pseudo_gradient_into(self.x, self.g, self.l1, self.pg)
+
+    def small_gradient(self, tol):
+        """libLBFGS's ``epsilon`` test at the current point."""
+        return float(np.sqrt(self.pp)) <= tol * max(float(np.sqrt(self.xx)), 1.0)
+
+    def restart(self):
+        """Forget the pairs; the direction ``-pg``, step ``1 / ||pg||``."""
+        self.n_pairs = 0
+        np.negative(self.pg, out=self.d)
+        self.step = 1.0 / max(float(np.sqrt(self.pp)), 1e-300)
+
+    def line_search(self):
+        """Backtrack along ``d`` from ``step``; on success the iterate moves
+        (and ``xp``, ``gp`` keep the previous one). Return whether it did."""
+        x, xp = self.xp, self.x  # the trial point goes into the other buffer
+        dginit = float(self.pg @ self.d)
+        if not dginit < 0:
+            return False
+        step = self.step
+        for _ in range(_MAX_LINESEARCH):
+            dg, norm1 = trial_point(xp, self.d, step, self.pg, self.l1, x)
+            F, g = self._evaluate(x, norm1)
+            if F > self.F + _ARMIJO * dg or not dg < 0:
+                step *= _SHRINK
+                continue
+            if self.wolfe and directional(g, self.d) < _WOLFE * dginit:
+                step *= _GROW
+                continue
+            self.x, self.xp, self.gp, self.g, self.F = x, xp, self.g, g, F
+            self._gradient_norms()
+            return True
+        return False
+
+    def next_direction(self):
+        """Store the last step's pair, and the next direction and step."""
+        j = (self.newest + 1) % self.memory
+        ys, yy = store_pair(self.x, self.xp, self.g, self.gp, self.S[j], self.Y[j])
+        if ys > 1e-12 * yy:  # keeps H positive definite
+            self.ys[j], self.newest, self.gamma = ys, j, ys / yy
+            self.n_pairs = min(self.n_pairs + 1, self.memory)
+        if not self.n_pairs:
+            self.restart()
+            return
+        order = (self.newest - np.arange(self.n_pairs)[::-1]) % self.memory
+        two_loop(self.pg, self.S, self.Y, self.ys, order.astype(np.int64), self.gamma,
+                 self.d)
+        if not constrain_direction(self.d, self.pg, self.l1) < 0:
+            self.restart()  # no descent left in it
+            return
+        self.step = 1.0

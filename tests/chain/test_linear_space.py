@@ -197,7 +197,7 @@ def test_ragged_grad_matches_reference(blas, V, monkeypatch):
     potentials of 1e4, gets an absolute tolerance of 1e-10: its gradient
     entries near 0 are differences of probabilities near 1 computed from
     log values of magnitude 1e4 with absolute rounding errors of ~1e-12.)"""
-    monkeypatch.setattr(exact, "_BLAS_MIN_LABELS", 1 if blas else 10**9)
+    monkeypatch.setattr(link, "_BLAS_MIN_LABELS", 1 if blas else 10**9)
     lengths = [5, 1, 9, 3, 9, 2, 1]
     U, B, start, end, y, offsets = _ragged_problem(V, lengths, V, extreme=(2,))
     assert_array_equal(exact._ragged_fallbacks(U, lengths, B, y, start, end),
@@ -218,9 +218,9 @@ def test_ragged_blas_pass_equals_one_by_one(monkeypatch):
     V = 80
     lengths = rng.integers(1, 25, 12)
     U, B, start, end, y, _ = _ragged_problem(5, lengths, V, scale=2.0)
-    monkeypatch.setattr(exact, "_BLAS_MIN_LABELS", 10**9)
+    monkeypatch.setattr(link, "_BLAS_MIN_LABELS", 10**9)
     one = chain.log_likelihood_grad_ragged(U, lengths, B, y, start, end)
-    monkeypatch.setattr(exact, "_BLAS_MIN_LABELS", 1)
+    monkeypatch.setattr(link, "_BLAS_MIN_LABELS", 1)
     blas = chain.log_likelihood_grad_ragged(U, lengths, B, y, start, end)
     assert not exact._ragged_fallbacks(U, lengths, B, y, start, end).any()
     for a, b in zip(blas, one):
@@ -232,7 +232,7 @@ def test_ragged_grad_by_finite_differences(V, monkeypatch):
     """Directional derivatives of sum(values) along random directions in
     (U, B, start, end) against central differences (h = 1e-5; truncation
     O(h^2), rounding ~eps |f| / h: tolerance 1e-6 relative)."""
-    monkeypatch.setattr(exact, "_BLAS_MIN_LABELS", 64)  # V = 70 runs the BLAS pass
+    monkeypatch.setattr(link, "_BLAS_MIN_LABELS", 64)  # V = 70 runs the BLAS pass
     lengths = [4, 1, 6, 3]
     U, B, start, end, y, _ = _ragged_problem(11, lengths, V)
     values, gU, gB = chain.log_likelihood_grad_ragged(U, lengths, B, y, start, end)
@@ -292,7 +292,7 @@ def test_ragged_blas_pass_by_blocks(monkeypatch):
     """Sequences split into several BLAS blocks give the one-block result."""
     lengths = [3, 7, 1, 5, 2, 8, 4]
     U, B, start, end, y, _ = _ragged_problem(13, lengths, 20)
-    monkeypatch.setattr(exact, "_BLAS_MIN_LABELS", 1)
+    monkeypatch.setattr(link, "_BLAS_MIN_LABELS", 1)
     whole = chain.log_likelihood_grad_ragged(U, lengths, B, y, start, end)
     monkeypatch.setattr(exact, "_BLAS_BLOCK", 3)
     blocks = chain.log_likelihood_grad_ragged(U, lengths, B, y, start, end)
