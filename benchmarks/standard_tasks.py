@@ -369,7 +369,8 @@ def _notes(rows, repeats):
     notes = [
         f"c1 = {C1}, c2 = {C2}, {MAX_ITER} iterations at most; sklearn-crfsuite with "
         "all_possible_transitions=True (the tutorial's); ours: full transitions and "
-        "every (feature, label) weight always, plus a per-label bias.",
+        "every (feature, label) weight always, no per-label bias (fit_intercept='auto', "
+        "as crfsuite).",
         "fit s: median of the repeats (ours: the Pipeline's fit, vectorizer included; "
         "crfsuite: CRF.fit); x crfsuite: ours / crfsuite's fit in the same repeat, "
         f"median over {repeats} repeat(s).",

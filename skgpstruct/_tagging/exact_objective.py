@@ -23,7 +23,7 @@ are the same bits whatever the number of threads.
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import delayed, effective_n_jobs
+from joblib import delayed, effective_n_jobs, parallel_config
 
 from ..chain._crf_training_kernels import chunks_loss_grad, scatter_weights
 from .crf_objective import check_finite, layout, unpack
@@ -83,7 +83,10 @@ class ExactCRFObjective:
             raise ValueError(f"allowed must have shape {(data.n_tokens, self.V)}, "
                              f"got {allowed.shape}.")
         self._allowed = np.ascontiguousarray(allowed, dtype=np.bool_)
-        n_threads = 1 if parallel is None else max(1, effective_n_jobs(parallel.n_jobs))
+        n_threads = 1
+        if parallel is not None:  # threads: also in a daemon process (loky says 1 there)
+            with parallel_config(backend="threading"):
+                n_threads = max(1, effective_n_jobs(parallel.n_jobs))
         self.n_threads = n_threads
         tokens = self._offsets[self._bounds[1:]] - self._offsets[self._bounds[:-1]]
         self._chunk_cuts = _balanced_cuts(tokens, n_threads)
