@@ -79,6 +79,38 @@ def _token_items(token, sep, where):
     return items
 
 
+def _token_entries(token, sep, n, t, names, values):
+    """Append the (name, value) entries of token ``t`` of sequence ``n`` to
+    ``names`` and ``values``: the plain str / bool / int / float values of a
+    dict directly, anything else as :func:`_token_items` reads it (the same
+    names, values and errors)."""
+    if type(token) is dict:
+        for key, value in token.items():
+            kind = type(value)
+            if type(key) is str:
+                if kind is str:
+                    names.append(key + sep + value)
+                    values.append(1.0)
+                    continue
+                if kind is bool:
+                    names.append(key)
+                    values.append(1.0 if value else 0.0)
+                    continue
+                if kind is int or (kind is float and math.isfinite(value)):
+                    names.append(key)
+                    values.append(float(value))
+                    continue
+            items = []
+            _add_mapping(items, {key: value}, "", sep, f"Token {t} of sequence {n}")
+            for name, v in items:
+                names.append(name)
+                values.append(v)
+        return
+    for name, v in _token_items(token, sep, f"Token {t} of sequence {n}"):
+        names.append(name)
+        values.append(v)
+
+
 class SequenceVectorizer(_SequenceFeatures, auto_wrap_output_keys=None):
     """Numeric features from sequences of feature dicts (sklearn-crfsuite's input).
 
@@ -155,54 +187,49 @@ class SequenceVectorizer(_SequenceFeatures, auto_wrap_output_keys=None):
         self.sort = sort
 
     def _read(self, X, fitting):
-        """Check the sequences; return per token its (name, value) items."""
+        """Check the sequences; return their (name, value) entries, flat: the
+        names and values of all tokens in order, each token's count, and
+        each sequence's number of tokens."""
         X = _check_sequence_list(X, "feature dicts")
         sep = self.separator
-        out = []
+        names, values, counts, lengths = [], [], [], []
         for n, seq in enumerate(X):
             _check_sequence(n, seq, "feature dicts", (str, bytes, Mapping))
-            out.append(
-                [_token_items(tok, sep, f"Token {t} of sequence {n}")
-                 for t, tok in enumerate(seq)]
-            )
-        return out
+            for t, tok in enumerate(seq):
+                before = len(names)
+                _token_entries(tok, sep, n, t, names, values)
+                counts.append(len(names) - before)
+            lengths.append(len(seq))
+        return names, values, counts, lengths
 
-    def _fit_read(self, flat):
-        """Set the vocabulary from the flattened training sequences."""
-        seen = {}
-        for seq in flat:
-            for items in seq:
-                for name, _ in items:
-                    seen.setdefault(name, None)
+    def _fit_read(self, read):
+        """Set the vocabulary from the training entries."""
+        seen = dict.fromkeys(read[0])
         if not seen:
             raise ValueError("No feature found in X: every token is empty.")
         names = sorted(seen) if self.sort else list(seen)
         self.feature_names_ = names
         self.vocabulary_ = {f: i for i, f in enumerate(names)}
 
-    def _transform_read(self, flat):
+    def _transform_read(self, read):
+        names, values, counts, lengths = read
         vocab = self.vocabulary_
-        n_features = len(vocab)
-        dtype = np.dtype(self.dtype)
+        get = vocab.get
+        codes = np.fromiter((get(name, -1) for name in names), dtype=np.int64,
+                            count=len(names))
+        known = codes >= 0
+        token = np.repeat(np.arange(len(counts)), counts)[known]
+        indptr = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(np.bincount(token, minlength=len(counts)), out=indptr[1:])
+        X = sp.csr_matrix(
+            (np.asarray(values, dtype=np.dtype(self.dtype))[known], codes[known], indptr),
+            shape=(len(counts), len(vocab)))
+        X.sum_duplicates()
+        X.eliminate_zeros()
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         out = []
-        for seq in flat:
-            indptr = [0]
-            indices, values = [], []
-            for items in seq:
-                for name, value in items:
-                    j = vocab.get(name)
-                    if j is not None:
-                        indices.append(j)
-                        values.append(value)
-                indptr.append(len(indices))
-            x = sp.csr_matrix(
-                (np.array(values, dtype=dtype),
-                 np.array(indices, dtype=np.int64),
-                 np.array(indptr, dtype=np.int64)),
-                shape=(len(seq), n_features),
-            )
-            x.sum_duplicates()
-            x.eliminate_zeros()
+        for a, b in zip(offsets[:-1], offsets[1:]):
+            x = X[a:b]
             out.append(x if self.sparse else x.toarray())
         return out
 
