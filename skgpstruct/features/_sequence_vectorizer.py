@@ -6,6 +6,7 @@ numeric feature matrices with
 """
 
 import math
+from array import array
 from collections.abc import Mapping
 from numbers import Number
 
@@ -77,6 +78,22 @@ def _token_items(token, sep, where):
             f"got a {type(token).__name__}."
         )
     return items
+
+
+class _Entries:
+    """The read form of :class:`SequenceVectorizer`: flat ``array`` buffers
+    of the entries' codes and values, per-token counts, per-sequence
+    lengths, and in a fit the names in order of first appearance (``names``,
+    name -> provisional code) and their vocabulary codes (``recode``)."""
+
+    def __init__(self, fitting):
+        self.codes, self.values = array("q"), array("d")
+        self.counts, self.lengths = [], []
+        self.names = {} if fitting else None
+        self.recode = None
+
+    def __len__(self):
+        return len(self.lengths)
 
 
 def _token_entries(token, sep, n, t, names, values):
@@ -187,43 +204,55 @@ class SequenceVectorizer(_SequenceFeatures, auto_wrap_output_keys=None):
         self.sort = sort
 
     def _read(self, X, fitting):
-        """Check the sequences; return their (name, value) entries, flat: the
-        names and values of all tokens in order, each token's count, and
-        each sequence's number of tokens."""
+        """Check the sequences; return their entries as :class:`_Entries`:
+        each entry's feature code (in a fit: in the order of first
+        appearance, :meth:`_fit_read` maps them to the vocabulary's; else
+        the vocabulary's, -1 for a name it lacks) and value, each token's
+        number of entries and each sequence's number of tokens. A
+        sequence's names are encoded when it is read, so that only one
+        sequence's strings are alive at a time."""
         X = _check_sequence_list(X, "feature dicts")
         sep = self.separator
-        names, values, counts, lengths = [], [], [], []
+        read = _Entries(fitting)
+        vocab = read.names if fitting else self.vocabulary_
+        names = []
         for n, seq in enumerate(X):
             _check_sequence(n, seq, "feature dicts", (str, bytes, Mapping))
             for t, tok in enumerate(seq):
                 before = len(names)
-                _token_entries(tok, sep, n, t, names, values)
-                counts.append(len(names) - before)
-            lengths.append(len(seq))
-        return names, values, counts, lengths
+                _token_entries(tok, sep, n, t, names, read.values)
+                read.counts.append(len(names) - before)
+            read.lengths.append(len(seq))
+            if fitting:
+                read.codes.extend([vocab.setdefault(name, len(vocab)) for name in names])
+            else:
+                read.codes.extend([vocab.get(name, -1) for name in names])
+            names.clear()
+        return read
 
     def _fit_read(self, read):
         """Set the vocabulary from the training entries."""
-        seen = dict.fromkeys(read[0])
-        if not seen:
+        if not read.names:
             raise ValueError("No feature found in X: every token is empty.")
-        names = sorted(seen) if self.sort else list(seen)
+        names = sorted(read.names) if self.sort else list(read.names)
         self.feature_names_ = names
         self.vocabulary_ = {f: i for i, f in enumerate(names)}
+        vocab = self.vocabulary_
+        read.recode = np.fromiter((vocab[name] for name in read.names), dtype=np.int64,
+                                  count=len(names))
 
     def _transform_read(self, read):
-        names, values, counts, lengths = read
-        vocab = self.vocabulary_
-        get = vocab.get
-        codes = np.fromiter((get(name, -1) for name in names), dtype=np.int64,
-                            count=len(names))
+        codes = np.frombuffer(read.codes, dtype=np.int64)
+        if read.recode is not None:
+            codes = read.recode[codes]
+        counts, lengths = read.counts, read.lengths
         known = codes >= 0
         token = np.repeat(np.arange(len(counts)), counts)[known]
         indptr = np.zeros(len(counts) + 1, dtype=np.int64)
         np.cumsum(np.bincount(token, minlength=len(counts)), out=indptr[1:])
-        X = sp.csr_matrix(
-            (np.asarray(values, dtype=np.dtype(self.dtype))[known], codes[known], indptr),
-            shape=(len(counts), len(vocab)))
+        values = np.frombuffer(read.values, dtype=np.float64).astype(np.dtype(self.dtype))
+        X = sp.csr_matrix((values[known], codes[known], indptr),
+                          shape=(len(counts), len(self.vocabulary_)))
         X.sum_duplicates()
         X.eliminate_zeros()
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
