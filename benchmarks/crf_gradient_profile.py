@@ -5,23 +5,26 @@ On CoNLL-2000 chunking and CoNLL-2002 Spanish NER (``<data home>/conll2000``,
 with sklearn-crfsuite's tutorial features (word, lower case, suffixes, shape
 flags, POS and its prefix, the same of the neighbours) through
 :class:`~skgpstruct.features.SequenceVectorizer`, one evaluation of the
-objective that ``RandomizedCRFTagger(c2=0.1)`` minimises with L-BFGS
-(``crf_loss_grad`` of :mod:`skgpstruct._tagging.crf_objective`, the features
-no training token uses dropped, as the fit does) is split into its parts,
-each timed alone (median of ``--repeats``) on the same arrays, all
+objective that ``RandomizedCRFTagger(c2=0.1)`` minimises
+(:class:`skgpstruct._tagging.exact_objective.ExactCRFObjective`, the
+features no training token uses dropped, as the fit does) is split into its
+parts, each timed alone (median of ``--repeats``) on the same arrays, all
 sequences, ``n_jobs=1``:
 
-* ``unary``: the feature product ``U = X W + b`` (scipy CSR times dense);
-* ``forward-backward``: the exact chain pass that gives the loss and its
-  gradient in ``U`` and ``B`` (:func:`skgpstruct.chain.log_likelihood_grad_ragged`),
-  in chunks of 32 sequences as the objective runs it;
-* ``scatter``: the weights' gradient ``X^T dU`` (scipy);
-* ``rest``: the objective's total minus the three (chunk subsets, sums,
-  concatenations, checks: Python and copies);
-* ``penalty``: ``c2 ||theta||^2`` and its gradient;
-* ``L-BFGS step``: what scipy's L-BFGS-B spends per iteration besides the
-  objective (a fit of ``--lbfgs-iter`` iterations, minus its evaluations),
-  and the same for OWL-QN (``c1 = 0.1``, the tutorial's setting).
+* ``unary``: the feature product ``U = X W + b`` (the fused kernel's
+  ``csr_unary`` over all tokens);
+* ``forward-backward``: the chain pass (unaries, then the loss and its
+  gradients in ``U`` and ``B`` per chunk of 128 sequences) minus ``unary``;
+* ``scatter``: the weights' gradient ``2 c2 W - X^T dU``;
+* ``rest``: the objective's total minus the three (sums of the chunks'
+  parts, the transitions' gradient, the penalty's value);
+* ``previous objective``: ``crf_loss_grad`` plus ``penalty`` (scipy's
+  products, a CSR subset per chunk), what fits evaluated before;
+* ``L-BFGS step``, ``OWL-QN step``: what the optimiser spends per iteration
+  besides the objective (a fit of ``--lbfgs-iter`` iterations, minus its
+  evaluations): scipy's L-BFGS-B (20 pairs), and
+  :func:`~skgpstruct.optim.owlqn.minimize_owlqn` with ``c1 = 0.1`` (the
+  tutorial's; 6 pairs) and with ``c1 = 0`` (20 pairs).
 
 Each part stands beside its **floor**: the same number of multiply-adds in
 the same loop shape, measured in this script by a minimal numba loop (warm,
@@ -55,6 +58,8 @@ from _conll import TASKS, read_columns, tutorial_features  # noqa: E402
 
 from skgpstruct._input.sequences import SequenceData  # noqa: E402
 from skgpstruct._tagging.crf_objective import CRFSpec, crf_loss_grad, penalty, unpack  # noqa: E402
+from skgpstruct._tagging.exact_objective import ExactCRFObjective  # noqa: E402
+from skgpstruct.chain._crf_training_kernels import csr_unary, scatter_weights  # noqa: E402
 from skgpstruct._tagging.crf_solver import training_data  # noqa: E402
 from skgpstruct.chain.backend import get_backend  # noqa: E402
 from skgpstruct.datasets import get_data_home  # noqa: E402
@@ -63,7 +68,6 @@ from skgpstruct.optim import minimize_lbfgs  # noqa: E402
 from skgpstruct.optim.owlqn import minimize_owlqn  # noqa: E402
 
 SCRIPT = "crf_gradient_profile"
-CHUNK = 32  # sequences per chunk, as the objective
 
 
 def load(task, max_sentences=None):
@@ -117,41 +121,36 @@ def profile(task, repeats, lbfgs_iter, max_sentences):
     W, b, B = unpack(spec, theta, D)
     backend = get_backend("cpu")
     idx, seeds = np.arange(n), np.zeros(n, dtype=np.int64)
-    U = np.asarray(X @ W) + b
-    gU = np.zeros_like(U)
-    offsets = data.offsets
-    cuts = list(range(0, n, CHUNK)) + [n]
+    objective = ExactCRFObjective(spec, data)
+    csr = objective._X
+    U = np.empty((X.shape[0], V))
+    gW = np.empty((D, V))
+    B = np.ascontiguousarray(B)
 
-    def chain():
-        for i, j in zip(cuts[:-1], cuts[1:]):
-            backend.log_likelihood_grad_ragged(U[offsets[i]:offsets[j]], data.lengths[i:j], B,
-                                               data.y_flat[offsets[i]:offsets[j]])
+    def previous():
+        loss, grad = crf_loss_grad(spec, theta, data, idx, seeds, None, backend)
+        return loss + penalty(spec, theta, D)[0], grad + penalty(spec, theta, D)[1]
 
     parts = {
-        "objective (total)": lambda: crf_loss_grad(spec, theta, data, idx, seeds, None,
-                                                   backend),
-        "unary": lambda: np.asarray(X @ W) + b,
-        "forward-backward": chain,
-        "scatter": lambda: np.asarray(X.T @ gU),
-        "penalty": lambda: penalty(spec, theta, D),
+        "objective (total)": lambda: objective(theta),
+        "unary": lambda: csr_unary(*csr, W, b, objective._allowed, 0, X.shape[0], U),
+        "chain pass": lambda: objective.chain_pass(W, b, B),
+        "scatter": lambda: scatter_weights(*csr, objective._gU, W, 0.2, 0, D, gW),
+        "previous objective": previous,
     }
     t = {name: time_call(fn, repeats=repeats)[0] for name, fn in parts.items()}
-    t["rest"] = t["objective (total)"] - t["unary"] - t["forward-backward"] - t["scatter"]
+    t["forward-backward"] = t["chain pass"] - t["unary"]
+    t["rest"] = t["objective (total)"] - t["chain pass"] - t["scatter"]
     out = np.zeros((X.shape[0], V))
     floor_product = time_call(lambda: _csr_times_block(X.indptr, X.indices, X.data, W, out),
                               repeats=repeats)[0]
+    U = np.asarray(X @ W) + b
     floor_chain = time_call(lambda: _three_matvecs(np.exp(B), U, out), repeats=repeats)[0]
-
-    def fun(x):
-        loss, grad = crf_loss_grad(spec, x, data, idx, seeds, None, backend)
-        pen, gpen = penalty(spec, x, D)
-        return loss + pen, grad + gpen
-
     evals = {"n": 0}
 
     def counted(x):
         evals["n"] += 1
-        return fun(x)
+        return objective(x)
 
     def step_time(minimize, **kw):
         """Seconds per iteration of ``minimize`` besides its evaluations."""
@@ -161,26 +160,32 @@ def profile(task, repeats, lbfgs_iter, max_sentences):
             warnings.simplefilter("ignore")
             minimize(counted, np.zeros_like(theta), max_iter=lbfgs_iter, tol=0.0, **kw)
         fit = time.perf_counter() - start
-        return (fit - evals["n"] * (t["objective (total)"] + t["penalty"])) / lbfgs_iter, \
+        return (fit - evals["n"] * t["objective (total)"]) / lbfgs_iter, \
             evals["n"] / lbfgs_iter
 
     step, per_iter = step_time(minimize_lbfgs)
-    # OWL-QN (c1 = 0.1, the tutorial's; the bias unpenalised), the c1 > 0 path
+    # OWL-QN (c1 = 0.1, the tutorial's), and L-BFGS by the same code (c1 = 0)
     l1 = np.full(theta.size, 0.1)
     l1[D * V:D * V + V] = 0.0
     owlqn_step, owlqn_per_iter = step_time(lambda f, x0, **kw: minimize_owlqn(f, x0, l1, **kw))
+    plain_step, _ = step_time(lambda f, x0, **kw: minimize_owlqn(f, x0, 0.0, memory=20, **kw))
     floors = {"unary": floor_product, "forward-backward": floor_chain,
               "scatter": floor_product}
     rows = []
     for name in ("objective (total)", "unary", "forward-backward", "scatter", "rest",
-                 "penalty"):
+                 "previous objective"):
         floor = floors.get(name)
         row = {"task": task, "part": name, "ms": 1e3 * t[name]}
         if floor is not None:
             row.update({"floor ms": 1e3 * floor, "x floor": t[name] / floor})
         rows.append(row)
-    rows.append({"task": task, "part": "L-BFGS step (per iteration)", "ms": 1e3 * step})
-    rows.append({"task": task, "part": "OWL-QN step (per iteration)", "ms": 1e3 * owlqn_step})
+    rows.append({"task": task, "part": "objective: floors summed",
+                 "ms": 1e3 * (2 * floor_product + floor_chain)})
+    rows.append({"task": task, "part": "scipy L-BFGS-B step (per iteration)", "ms": 1e3 * step})
+    rows.append({"task": task, "part": "OWL-QN step, 6 pairs (per iteration)",
+                 "ms": 1e3 * owlqn_step})
+    rows.append({"task": task, "part": "L-BFGS step of minimize_owlqn, 20 pairs",
+                 "ms": 1e3 * plain_step})
     info = {"task": task, "sentences": n, "tokens": int(X.shape[0]), "features": D,
             "labels": V, "nnz": int(X.nnz), "evaluations per iteration (L-BFGS)": per_iter,
             "evaluations per iteration (OWL-QN)": owlqn_per_iter,
