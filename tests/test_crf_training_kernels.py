@@ -133,3 +133,15 @@ def test_objective_with_an_allowed_mask_is_the_constrained_loss():
         ExactCRFObjective(spec, data, allowed=allowed)(theta)
     with pytest.raises(ValueError, match="shape"):
         ExactCRFObjective(spec, data, allowed=allowed[1:])
+
+
+def test_dense_rows_product_matches_numpy_and_does_not_depend_on_the_batch():
+    from skgpstruct._input.sequences import _dense_product
+
+    rng = np.random.default_rng(3)
+    X, W = rng.standard_normal((40, 200)), rng.standard_normal((200, 7))
+    X[rng.random(X.shape) < 0.3] = 0.0
+    out = _dense_product(X, W)
+    np.testing.assert_allclose(out, X @ W, rtol=1e-12, atol=1e-12)
+    for rows in ([0], [0, 1], list(range(17))):
+        np.testing.assert_array_equal(_dense_product(X[rows], W), out[rows])

@@ -53,6 +53,18 @@ def _interrupt_lbfgs(monkeypatch, at):
         return real(wrapped, x0, **kw)
 
     monkeypatch.setattr(optim_module, "minimize", minimize)
+    # the CRF's L-BFGS is minimize_owlqn with nothing penalised
+    real_owlqn = base_module.minimize_owlqn
+
+    def owlqn(fun, x0, l1, **kw):
+        def wrapped(x):
+            calls["n"] += 1
+            if calls["n"] == at:
+                raise KeyboardInterrupt
+            return fun(x)
+        return real_owlqn(wrapped, x0, l1, **kw)
+
+    monkeypatch.setattr(base_module, "minimize_owlqn", owlqn)
     return calls
 
 

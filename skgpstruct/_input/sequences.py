@@ -10,19 +10,38 @@ import hashlib
 
 import numpy as np
 import scipy.sparse as sp
+from numba import njit
 
 from .validation import check_sequences, check_X_sequences, stack_sequences
 
 __all__ = ["SequenceData", "encode_labels", "sequence_seeds"]
 
 
+@njit(cache=True, nogil=True)
+def _dense_rows_product(X, W, out):
+    """``out[t] = sum_f X[t, f] W[f]``, features in order, row by row."""
+    V = W.shape[1]
+    for t in range(X.shape[0]):
+        for j in range(V):
+            out[t, j] = 0.0
+        for f in range(X.shape[1]):
+            x = X[t, f]
+            if x != 0.0:
+                for j in range(V):
+                    out[t, j] += x * W[f, j]
+
+
 def _dense_product(X, W):
-    """``X @ W`` for a dense ``X``, by the same BLAS routine whatever the
-    number of rows: numpy hands a one-row ``X`` to a matrix-vector routine,
-    whose rounding differs from the matrix-matrix product of a longer batch."""
-    if X.shape[0] == 1:
-        return (np.vstack([X, np.zeros_like(X)]) @ W)[:1]
-    return np.asarray(X @ W)
+    """``X @ W`` for a dense ``X``, each row summed in the same order whatever
+    the other rows: BLAS's matrix product rounds a row differently with the
+    number of rows (a one-row product, a two-row one and a longer batch's
+    differ by ~1e-16), which made a sequence's potentials depend on its
+    batch."""
+    X = np.ascontiguousarray(X, dtype=np.float64)
+    W = np.ascontiguousarray(W, dtype=np.float64)
+    out = np.empty((X.shape[0], W.shape[1]))
+    _dense_rows_product(X, W, out)
+    return out
 
 
 class SequenceData:

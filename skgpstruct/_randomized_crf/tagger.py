@@ -129,15 +129,15 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         L-BFGS / OWL-QN iterations (CRFsuite's ``max_iterations``), or
         epochs for AdaGrad / Adam / SGD.
     tol : float, default=1e-5
-        Relative decrease of the loss under which training stops. OWL-QN
-        (``c1 > 0``): CRFsuite's ``delta`` over its ``period`` of 10
-        iterations, and its ``epsilon`` (``||pseudo-gradient|| / max(||w||,
-        1)``), so that ``max_iter`` and ``tol`` take the steps that
-        CRFsuite's ``max_iterations`` and ``delta = epsilon = tol`` take
-        (:func:`skgpstruct.optim.owlqn.minimize_owlqn`); L-BFGS (``c1 =
-        0``): scipy's ``ftol`` and ``gtol``; AdaGrad / Adam / SGD: between
-        epochs, two epochs in a row, an epoch that raises the loss counting
-        as no decrease.
+        Relative decrease of the loss under which training stops. L-BFGS /
+        OWL-QN: CRFsuite's ``delta`` over its ``period`` of 10 iterations,
+        and its ``epsilon`` (``||pseudo-gradient|| / max(||w||, 1)``), so
+        that ``max_iter`` and ``tol`` mean what CRFsuite's
+        ``max_iterations`` and ``delta = epsilon = tol`` mean
+        (:func:`skgpstruct.optim.owlqn.minimize_owlqn`; OWL-QN takes
+        CRFsuite's steps, L-BFGS keeps 20 stored pairs where CRFsuite keeps
+        6); AdaGrad / Adam / SGD: between epochs, two epochs in a row, an
+        epoch that raises the loss counting as no decrease.
     beam_size : int or None, default=None
         Decode with Viterbi restricted to the ``beam_size`` best unary
         states per position (O(T K^2)); None decodes exactly. The
@@ -396,6 +396,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                 self._parallel() as parallel, self._fit_backend() as backend:
             if optimizer == "lbfgs":
                 params = fit_crf(data, spec, init, random_state=rng, parallel=parallel,
+                                 crfsuite_rule=True,
                                  backend=backend, monitor=monitor)
             else:
                 params = self._fit_minibatch(data, spec, init, optimizer, rng, parallel,

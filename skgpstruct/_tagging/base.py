@@ -183,7 +183,7 @@ class ConvergenceMonitor:
         logger.info("%s %s", what, outcome)
 
 
-def fit_lbfgs(fun, x0, monitor, *, bounds=None, l1=None):
+def fit_lbfgs(fun, x0, monitor, *, bounds=None, l1=None, owlqn=None):
     """Minimise ``fun(x) -> (value, grad)`` with L-BFGS-B, or plus an L1 term
     with OWL-QN.
 
@@ -203,6 +203,11 @@ def fit_lbfgs(fun, x0, monitor, *, bounds=None, l1=None):
         OWL-QN (:func:`~skgpstruct.optim.owlqn.minimize_owlqn`; the same
         ``max_iter`` and ``tol``, the L1 term included in the values
         recorded).
+    owlqn : dict or None, default=None
+        Keyword arguments of
+        :func:`~skgpstruct.optim.owlqn.minimize_owlqn` (``memory``,
+        ``pair_dtype``); with it (and ``l1`` 0 or None) L-BFGS is that
+        function's, with CRFsuite's stopping rule, instead of scipy's.
 
     Returns
     -------
@@ -212,14 +217,16 @@ def fit_lbfgs(fun, x0, monitor, *, bounds=None, l1=None):
         iterate, with a :class:`~skgpstruct.optim.FitInterruptedWarning`
         (an interrupt before it propagates).
     """
-    name = "L-BFGS" if l1 is None else "OWL-QN"
+    if owlqn is not None and l1 is None:
+        l1 = 0.0
+    name = "OWL-QN" if l1 is not None and np.any(np.asarray(l1) > 0) else "L-BFGS"
     monitor.start(name, unit="iter")
     try:
         kwargs = dict(max_iter=monitor.max_iter, tol=monitor.tol, callback=monitor.report)
         if l1 is None:
             x, n_iter, _ = minimize_lbfgs(fun, x0, bounds=bounds, **kwargs)
         else:
-            x, n_iter, _ = minimize_owlqn(fun, x0, l1, **kwargs)
+            x, n_iter, _ = minimize_owlqn(fun, x0, l1, **kwargs, **(owlqn or {}))
         converged = n_iter < monitor.max_iter
     except FitInterrupted as stop:
         monitor.close()

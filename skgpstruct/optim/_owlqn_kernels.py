@@ -58,14 +58,15 @@ def trial_point(xp, d, step, pg, l1, out):
 
 @njit(cache=True, nogil=True)
 def store_pair(x, xp, g, gp, s, y):
-    """``s = x - xp``, ``y = g - gp``; return ``(y . s, y . y)``."""
+    """``s = x - xp``, ``y = g - gp`` (stored in ``s`` and ``y``'s dtype);
+    return ``(y . s, y . y)`` of the stored values."""
     ys = 0.0
     yy = 0.0
     for i in range(x.shape[0]):
-        si = x[i] - xp[i]
-        yi = g[i] - gp[i]
-        s[i] = si
-        y[i] = yi
+        s[i] = x[i] - xp[i]
+        y[i] = g[i] - gp[i]
+        si = np.float64(s[i])
+        yi = np.float64(y[i])
         ys += yi * si
         yy += yi * yi
     return ys, yy
@@ -75,14 +76,14 @@ def store_pair(x, xp, g, gp, s, y):
 def _dot(a, b):
     total = 0.0
     for i in range(a.shape[0]):
-        total += a[i] * b[i]
+        total += np.float64(a[i]) * b[i]
     return total
 
 
 @njit(cache=True, nogil=True)
 def _axpy(d, a, alpha):
     for i in range(d.shape[0]):
-        d[i] += alpha * a[i]
+        d[i] += alpha * np.float64(a[i])
 
 
 @njit(cache=True, nogil=True)

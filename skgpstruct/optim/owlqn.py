@@ -45,7 +45,8 @@ the solutions sparse.
 
 The vector work runs in the numba kernels of
 :mod:`skgpstruct.optim._owlqn_kernels` on preallocated buffers: the stored
-pairs are ``2 memory`` vectors of the problem's size, the rest six.
+pairs are ``2 memory`` vectors of the problem's size (float64, or float32
+with ``pair_dtype``), the rest six.
 """
 
 import warnings
@@ -111,7 +112,7 @@ def pseudo_gradient(x, grad, l1):
 
 
 def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-5, callback=None, memory=6,
-                   period=10):
+                   period=10, pair_dtype=np.float64):
     """Minimise ``fun(x)[0] + sum_i l1_i |x_i|`` with OWL-QN, as CRFsuite.
 
     Emits a :class:`~sklearn.exceptions.ConvergenceWarning` when
@@ -140,6 +141,12 @@ def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-5, callback=None, memory
     period : int, default=10
         Iterations over which the decrease is measured (CRFsuite's
         ``period``).
+    pair_dtype : {numpy.float64, numpy.float32}, default=numpy.float64
+        Storage of the ``(s, y)`` pairs: float32 halves their memory (``2
+        memory n`` numbers, the bulk of the optimiser's on a large model);
+        the recursion runs in float64 on the rounded pairs, their ``y . s``
+        taken from the rounded values, so the estimate stays positive
+        definite.
 
     Returns
     -------
@@ -182,7 +189,7 @@ def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-5, callback=None, memory
         raise ValueError("the L1 coefficients must be non-negative.")
     if int(memory) < 1 or int(period) < 1:
         raise ValueError("memory and period must be at least 1.")
-    state = _State(x, l1, int(memory), fun)
+    state = _State(x, l1, int(memory), fun, np.dtype(pair_dtype))
     history = []
     n_iter, converged, failed = 0, False, False
     try:
@@ -221,7 +228,7 @@ def minimize_owlqn(fun, x0, l1, *, max_iter=100, tol=1e-5, callback=None, memory
             ConvergenceWarning, stacklevel=2,
         )
     elif not converged and not failed:
-        warn_max_iter("OWL-QN", max_iter, "iterations")
+        warn_max_iter("OWL-QN" if (l1 > 0).any() else "L-BFGS", max_iter, "iterations")
     return state.x, n_iter, history
 
 
@@ -229,13 +236,13 @@ class _State:
     """The iterate, its gradients, the direction and the stored pairs of
     :func:`minimize_owlqn`, in preallocated buffers."""
 
-    def __init__(self, x, l1, memory, fun):
+    def __init__(self, x, l1, memory, fun, pair_dtype):
         n = x.shape[0]
         self.fun, self.l1, self.memory = fun, l1, memory
         self.wolfe = not (l1 > 0).any()  # plain L-BFGS: the curvature test too
         self.x, self.xp = x, np.empty(n)
         self.pg, self.d = np.empty(n), np.empty(n)
-        self.S, self.Y = np.empty((memory, n)), np.empty((memory, n))
+        self.S, self.Y = np.empty((memory, n), pair_dtype), np.empty((memory, n), pair_dtype)
         self.ys = np.empty(memory)
         self.n_pairs, self.newest, self.gamma = 0, -1, 1.0
         self.F, self.g = self._evaluate(x, float(l1 @ np.abs(x)))
