@@ -41,6 +41,7 @@ TITLES = {
     "blas_limit": "BLAS thread limit",
     "dense_features": "Dense features: dense columns against pair matrices",
     "fingerprint": "Fingerprints of fitted models and predictions (behaviour-preserving changes)",
+    "standard_tasks": "Standard tasks: CoNLL-2000 and CoNLL-2002 against sklearn-crfsuite",
     "crfsuite_parity": "Same settings, same model? Both CRFs scored by one objective",
     "crf_gradient_profile": "One gradient evaluation of the exact CRF, part by part",
 }
