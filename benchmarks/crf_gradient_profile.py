@@ -9,7 +9,7 @@ objective that ``RandomizedCRFTagger(c2=0.1)`` minimises
 (:class:`skgpstruct._tagging.exact_objective.ExactCRFObjective`, the
 features no training token uses dropped, as the fit does) is split into its
 parts, each timed alone (median of ``--repeats``) on the same arrays, all
-sequences, ``n_jobs=1``:
+sequences, ``n_jobs=1``, BLAS on one thread as in a fit:
 
 * ``unary``: the feature product ``U = X W + b`` (the fused kernel's
   ``csr_unary`` over all tokens);
@@ -59,6 +59,7 @@ from _conll import TASKS, read_columns, tutorial_features  # noqa: E402
 from skgpstruct._input.sequences import SequenceData  # noqa: E402
 from skgpstruct._tagging.crf_objective import CRFSpec, crf_loss_grad, penalty, unpack  # noqa: E402
 from skgpstruct._tagging.exact_objective import ExactCRFObjective  # noqa: E402
+from skgpstruct._utils.parallel import small_blas  # noqa: E402
 from skgpstruct.chain._crf_training_kernels import csr_unary, scatter_weights  # noqa: E402
 from skgpstruct._tagging.crf_solver import training_data  # noqa: E402
 from skgpstruct.chain.backend import get_backend  # noqa: E402
@@ -204,14 +205,15 @@ def main():
     args = parser.parse_args()
     rows, infos = [], []
     for task in args.tasks:
-        r, info = profile(task, args.repeats, args.lbfgs_iter, args.max_sentences)
+        with small_blas():  # BLAS on one thread, as fit runs the objective
+            r, info = profile(task, args.repeats, args.lbfgs_iter, args.max_sentences)
         rows += r
         infos.append(info)
         print(info, file=sys.stderr, flush=True)
     notes = [", ".join(f"{k} {v}" for k, v in info.items()) for info in infos]
     notes.append("Floors: minimal numba loops of the same multiply-adds (a CSR row times "
                  "a label block; three V x V mat-vecs per token, no exp / log), warm, "
-                 "single thread. All parts n_jobs=1.")
+                 "single thread. All parts n_jobs=1, BLAS limited to one thread (as fit runs them).")
     write_results(SCRIPT, rows, ["task", "part", "ms", "floor ms", "x floor"],
                   title="One gradient evaluation of the exact CRF, part by part",
                   notes=notes, extra={"tasks": infos}, section=args.name)
