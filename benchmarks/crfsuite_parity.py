@@ -23,7 +23,7 @@ to our optimiser.
 Usage::
 
     python benchmarks/crfsuite_parity.py [--tasks conll2000 conll2002]
-        [--max-iter 100 1000] [--max-sentences N]
+        [--max-iter 100 1000] [--max-sentences N] [--ours 0 1]
 
 Results: ``benchmarks/results/crfsuite_parity.{md,json}``.
 """
@@ -121,7 +121,7 @@ def row(task, model, max_iter, objective, weights, fit_s, y_test, pred, n_iter, 
             "nonzero": int(np.count_nonzero(weights[0])), "fit s": fit_s, **dict(extra)}
 
 
-def run(task, caps, max_sentences=None):
+def run(task, caps, max_sentences=None, ours=None):
     import sklearn_crfsuite
 
     (X, y), (Xt, yt) = sentences(task, max_sentences)
@@ -143,7 +143,7 @@ def run(task, caps, max_sentences=None):
         rows.append(row(task, "sklearn-crfsuite", cap, objective, (W, np.zeros(len(labels)), B),
                         fit_s, yt, crf.predict(Xt), n_iter, {"unmapped": missing}))
         print(rows[-1], file=sys.stderr, flush=True)
-        for name, kwargs in OURS:
+        for name, kwargs in OURS if ours is None else [OURS[i] for i in ours]:
             start = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -162,9 +162,12 @@ def main():
     parser.add_argument("--max-iter", nargs="+", type=int, default=[100, 1000])
     parser.add_argument("--max-sentences", type=int, default=None,
                         help="first N training and test sentences (a smoke run)")
+    parser.add_argument("--ours", nargs="+", type=int, default=None,
+                        help="which of our models (0: the defaults, 1: fit_intercept=True)")
     add_name_argument(parser, SCRIPT)
     args = parser.parse_args()
-    rows = [r for task in args.tasks for r in run(task, args.max_iter, args.max_sentences)]
+    rows = [r for task in args.tasks
+            for r in run(task, args.max_iter, args.max_sentences, args.ours)]
     columns = ["task", "model", "max_iter", "iterations", "F1", "token acc", "objective",
                "-log-lik", "penalty", "nonzero", "unmapped", "fit s"]
     write_results(SCRIPT, rows, columns,
