@@ -23,7 +23,7 @@ to our optimiser.
 Usage::
 
     python benchmarks/crfsuite_parity.py [--tasks conll2000 conll2002]
-        [--max-iter 100 1000] [--max-sentences N] [--ours 0 1]
+        [--max-iter 100 1000] [--max-sentences N] [--ours 0 1 2]
 
 Results: ``benchmarks/results/crfsuite_parity.{md,json}``.
 """
@@ -51,10 +51,12 @@ from skgpstruct.metrics import chunk_f1_score, flat_accuracy_score  # noqa: E402
 
 SCRIPT = "crfsuite_parity"
 C1 = C2 = 0.1
-# Our CRF as the defaults give it (no bias, as CRFsuite), and with an
-# unpenalised per-label bias (fit_intercept=True, the default before).
+# Our CRF as the defaults give it (no bias, as CRFsuite), with an
+# unpenalised per-label bias (fit_intercept=True, the default before), and
+# with weights for the seen (feature, label) pairs only (CRFsuite's default).
 OURS = (("RandomizedCRFTagger", {}),
-        ("RandomizedCRFTagger fit_intercept", {"fit_intercept": True}))
+        ("RandomizedCRFTagger fit_intercept", {"fit_intercept": True}),
+        ("RandomizedCRFTagger seen states", {"all_possible_states": False}))
 
 
 def sentences(task, max_sentences=None):
@@ -163,7 +165,8 @@ def main():
     parser.add_argument("--max-sentences", type=int, default=None,
                         help="first N training and test sentences (a smoke run)")
     parser.add_argument("--ours", nargs="+", type=int, default=None,
-                        help="which of our models (0: the defaults, 1: fit_intercept=True)")
+                        help="which of our models (0: the defaults, 1: fit_intercept=True, "
+                        "2: all_possible_states=False)")
     add_name_argument(parser, SCRIPT)
     args = parser.parse_args()
     rows = [r for task in args.tasks

@@ -145,3 +145,33 @@ def test_dense_rows_product_matches_numpy_and_does_not_depend_on_the_batch():
     np.testing.assert_allclose(out, X @ W, rtol=1e-12, atol=1e-12)
     for rows in ([0], [0, 1], list(range(17))):
         np.testing.assert_array_equal(_dense_product(X[rows], W), out[rows])
+
+
+def test_all_possible_states_false_trains_only_the_seen_pairs():
+    from skgpstruct import RandomizedCRFTagger
+    from skgpstruct._tagging.crf_solver import fit_crf
+    from skgpstruct._tagging.exact_objective import seen_states
+
+    data, _ = _data(4, n=12, F=60, seed=2)
+    seen = seen_states(data.X_flat, data.y_flat, 4).astype(bool)
+    assert 0 < seen.sum() < seen.size  # some pairs never occur
+    fits = {}
+    for c1 in (0.0, 0.3):
+        spec = CRFSpec(np.arange(4), c2=0.1, c1=c1, all_possible_states=False)
+        fits[c1] = fit_crf(data, spec, max_iter=50)
+        assert not fits[c1].coef[~seen].any()
+        with Parallel(n_jobs=2, prefer="threads") as parallel:
+            again = fit_crf(data, spec, max_iter=50, parallel=parallel)
+        np.testing.assert_array_equal(again.coef, fits[c1].coef)
+    assert np.count_nonzero(fits[0.0].coef[seen]) == seen.sum()
+    # every pair is free without the restriction
+    full = fit_crf(data, CRFSpec(np.arange(4), c2=0.1), max_iter=50)
+    unseen = ~seen & seen.any(axis=1)[:, None]  # of the features some token has
+    assert unseen.any() and np.count_nonzero(full.coef[unseen]) == unseen.sum()
+    # a warm start's unseen weights are dropped
+    init = fit_crf(data, CRFSpec(np.arange(4), c2=0.1, all_possible_states=False), full,
+                   max_iter=50)
+    assert not init.coef[~seen].any()
+    with pytest.raises(ValueError, match="all_possible_states=False"):
+        RandomizedCRFTagger(all_possible_states=False, optimizer="adam").fit(
+            data.split(data.X_flat.toarray()), data.split(data.y_flat))

@@ -96,17 +96,28 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         unpenalised. ``"auto"``: none when L-BFGS / OWL-QN trains (exact
         mode), as CRFsuite, which has none; one for AdaGrad / Adam / SGD.
         With transitions the bias is redundant with the transitions'
-        columns at every position but the first (a constant feature, as
-        sklearn-crfsuite's tutorial's ``"bias"``, gives a penalised one),
-        so unpenalised it opens a direction the data hardly determine. The
-        quasi-Newton steps of L-BFGS / OWL-QN slow down along it: at
-        CRFsuite's tutorial settings (``c1 = c2 = 0.1``, 100 iterations) on
-        CoNLL-2002 Spanish NER the fit reaches an objective of 6,682 and F1
-        78.61 without it, 10,766 and 77.43 with it, in about half the time;
-        on CoNLL-2000 chunking 10,993 / 93.06 against 16,371 / 92.98
-        (``benchmarks/crfsuite_parity.py``). The minibatch optimisers'
-        per-coordinate steps do not suffer from it, and there it carries the
-        label frequencies of the first position.
+        columns at every position but the first (a constant feature, as the
+        tutorial's ``"bias"``, gives a penalised one), so unpenalised it
+        opens a direction the data hardly determine, along which L-BFGS /
+        OWL-QN crawl: at CRFsuite's tutorial settings (``c1 = c2 = 0.1``,
+        100 iterations) on CoNLL-2002 Spanish NER the fit reaches an
+        objective of 6,682 and F1 78.61 without it, 10,766 and 77.43 with
+        it, in about half the time; on CoNLL-2000 chunking 10,993 / 93.06
+        against 16,371 / 92.98 (``benchmarks/crfsuite_parity.py``). The
+        minibatch optimisers' per-coordinate steps do not suffer from it.
+    all_possible_states : bool, default=True
+        Whether every (feature, label) pair has a weight (CRFsuite's
+        ``all_possible_states=True``). False: only the pairs that occur in
+        the training data (a token with the feature and the label) have
+        one, the others stay exactly 0, CRFsuite's default; L-BFGS /
+        OWL-QN only (exact mode, on the CPU). True is the default: the
+        pairs the data never join push a label *down* where its features
+        appear (a word never a person's name), and with them the fit reaches
+        a lower objective and a higher F1 at the tutorial settings
+        (``benchmarks/crfsuite_parity.py``, 100 iterations: CoNLL-2002
+        Spanish NER objective 6,682 and F1 78.61 against 7,152 and 78.47
+        with False, CRFsuite 7,167 and 78.60; CoNLL-2000 chunking 10,993 /
+        93.06 against 11,793 / 92.98, CRFsuite 11,787 / 92.92).
     optimizer : {"auto", "lbfgs", "adagrad", "adam", "sgd"}, default="auto"
         ``"lbfgs"`` (full batch; exact mode only), ``"adagrad"``, ``"adam"``
         or ``"sgd"`` (minibatches of sequences). ``"auto"`` picks L-BFGS in
@@ -258,6 +269,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         "c1": [Interval(Real, 0, None, closed="left")],
         "c2": [Interval(Real, 0, None, closed="left")],
         "fit_intercept": ["boolean", StrOptions({"auto"})],
+        "all_possible_states": ["boolean"],
         "optimizer": [StrOptions({"auto", "lbfgs", "adagrad", "adam", "sgd"})],
         "learning_rate": [Interval(Real, 0, None, closed="neither")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
@@ -275,6 +287,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         c1=0.0,
         c2=0.1,
         fit_intercept="auto",
+        all_possible_states=True,
         optimizer="auto",
         learning_rate=0.05,
         batch_size=32,
@@ -295,6 +308,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         self.c1 = c1
         self.c2 = c2
         self.fit_intercept = fit_intercept
+        self.all_possible_states = all_possible_states
         self.optimizer = optimizer
         self.learning_rate = learning_rate
         self.batch_size = batch_size
@@ -346,6 +360,12 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         self._learning_rate_ = self.learning_rate
         if optimizer == "auto":
             optimizer = "lbfgs" if self.exact_ else ("adagrad" if self.c1 > 0 else "adam")
+        if not self.all_possible_states and optimizer != "lbfgs":
+            raise ValueError(
+                "all_possible_states=False (weights only for the (feature, label) "
+                "pairs seen in training) is implemented for optimizer='lbfgs' "
+                f"(exact mode, n_top=None); got optimizer={optimizer!r}."
+            )
         if self.c1 > 0 and optimizer in ("adam", "sgd"):
             raise ValueError(
                 f"c1 > 0 (L1) needs a proximal optimiser; optimizer={optimizer!r} has "
@@ -367,7 +387,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                        transitions=self.transitions, rank=self.rank,
                        n_top=None if self.exact_ else self._n_top_,
                        n_sampled=self._n_sampled_, proposal=self.proposal,
-                       fit_intercept=self._fits_intercept())
+                       fit_intercept=self._fits_intercept(),
+                       all_possible_states=self.all_possible_states)
 
     def _fits_intercept(self):
         """``fit_intercept`` resolved: ``"auto"`` is False for L-BFGS / OWL-QN

@@ -59,6 +59,11 @@ class CRFSpec:
     fit_intercept : bool, default=True
         Whether the CRF has a per-label bias (unpenalised). False: the bias
         stays 0 (its gradient is 0), CRFsuite's model, which has none.
+    all_possible_states : bool, default=True
+        Whether every (feature, label) pair has a weight. False: only the
+        pairs that occur in the training data (a token with the feature
+        non-zero and the label), the others stay 0 (CRFsuite's default,
+        ``all_possible_states=False``); the exact loss on the CPU only.
     """
 
     labels: np.ndarray
@@ -70,6 +75,7 @@ class CRFSpec:
     n_sampled: int = 0
     proposal: str = "local+global"
     fit_intercept: bool = True
+    all_possible_states: bool = True
 
     def __post_init__(self):
         labels = np.asarray(self.labels)

@@ -179,8 +179,13 @@ def _lbfgs(spec, data, theta, parallel, monitor, backend, crfsuite_rule=False):
     (``fit_lbfgs(..., l1=...)``, the same ``tol`` and ``max_iter``) with the
     L1 term when ``c1 > 0``."""
     n, n_rows = data.n_sequences, data.X_flat.shape[1]
-    if sp.issparse(data.X_flat) and backend.name == "cpu":
+    if not spec.all_possible_states and backend.name != "cpu":
+        raise ValueError("all_possible_states=False needs the CPU (device='cpu').")
+    if (sp.issparse(data.X_flat) or not spec.all_possible_states) and backend.name == "cpu":
         fun = ExactCRFObjective(spec, data, parallel)
+        if fun.state_mask is not None:  # a warm start's unseen weights to 0
+            theta = theta.copy()
+            theta[:n_rows * spec.n_labels] *= fun.state_mask.ravel()
     else:
         all_idx = np.arange(n)
         zeros = np.zeros(n, dtype=np.int64)  # exact DP draws nothing

@@ -28,12 +28,23 @@ from joblib import delayed, effective_n_jobs, parallel_config
 from ..chain._crf_training_kernels import chunks_loss_grad, scatter_weights
 from .crf_objective import check_finite, layout, unpack
 
-__all__ = ["CHUNK_SEQUENCES", "ExactCRFObjective"]
+__all__ = ["CHUNK_SEQUENCES", "ExactCRFObjective", "seen_states"]
 
 #: Sequences per chunk of the training pass: fixed, so that sums are taken in
 #: the same order whatever ``n_jobs`` is; large enough for the chain's
 #: matrix products over a chunk's sequences to run at BLAS speed.
 CHUNK_SEQUENCES = 128
+
+
+def seen_states(X, y, V):
+    """(n_features, V) float 0 / 1: 1 where some token has the feature
+    non-zero and the label (CRFsuite's state features without
+    ``all_possible_states``)."""
+    X = sp.coo_matrix(X)
+    seen = np.zeros((X.shape[1], V))
+    nonzero = X.data != 0
+    seen[X.col[nonzero], y[X.row[nonzero]]] = 1.0
+    return seen
 
 
 def _balanced_cuts(weights, n_parts):
@@ -97,6 +108,7 @@ class ExactCRFObjective:
         self._gb = np.empty((n_chunks, self.V))
         self._losses = np.empty(n_chunks)
         self._fell = np.empty(n, dtype=np.int8)
+        self.state_mask = None if spec.all_possible_states else seen_states(X, self._y, self.V)
 
     def _run(self, func, cuts, args):
         """``func(*args, lo, hi)`` for each run ``[lo, hi)`` of ``cuts``, on the
@@ -134,6 +146,8 @@ class ExactCRFObjective:
         gW = grad[cuts[0]:cuts[1]].reshape(self.n_rows, self.V)
         self._run(lambda f0, f1: scatter_weights(
             *self._X, self._gU, W, two_c2, f0, f1, gW), self._feature_cuts, ())
+        if self.state_mask is not None:  # the unseen pairs' weights stay 0
+            gW *= self.state_mask
         grad[cuts[1]:cuts[2]] = self._gb.sum(axis=0) if spec.fit_intercept else 0.0
         gB = -self._gB.sum(axis=0)
         if full:
