@@ -110,15 +110,15 @@ class ExactCRFObjective:
         self._fell = np.empty(n, dtype=np.int8)
         self.state_mask = None if spec.all_possible_states else seen_states(X, self._y, self.V)
 
-    def _run(self, func, cuts, args):
-        """``func(*args, lo, hi)`` for each run ``[lo, hi)`` of ``cuts``, on the
+    def _run(self, func, cuts):
+        """``func(lo, hi)`` for each run ``[lo, hi)`` of ``cuts``, on the
         threads when there are several."""
         runs = list(zip(cuts[:-1], cuts[1:]))
         if self.parallel is None or len(runs) == 1:
             for lo, hi in runs:
-                func(*args, lo, hi)
+                func(lo, hi)
         else:
-            self.parallel(delayed(func)(*args, lo, hi) for lo, hi in runs)
+            self.parallel(delayed(func)(lo, hi) for lo, hi in runs)
 
     def chain_pass(self, W, b, B):
         """Pass 1 at weights ``W``, bias ``b``, transitions ``B`` (V, V):
@@ -126,7 +126,7 @@ class ExactCRFObjective:
         self._run(lambda c0, c1: chunks_loss_grad(
             *self._X, W, b, self._allowed, self._offsets, self._y, B[None], self._bounds,
             c0, c1, self._gU, self._gB, self._gb, self._losses, self._fell),
-            self._chunk_cuts, ())
+            self._chunk_cuts)
 
     def __call__(self, theta):
         """The objective (negative log-likelihood plus the L2 term, no L1)
@@ -145,7 +145,7 @@ class ExactCRFObjective:
         cuts, two_c2 = self.cuts, 2.0 * spec.c2
         gW = grad[cuts[0]:cuts[1]].reshape(self.n_rows, self.V)
         self._run(lambda f0, f1: scatter_weights(
-            *self._X, self._gU, W, two_c2, f0, f1, gW), self._feature_cuts, ())
+            *self._X, self._gU, W, two_c2, f0, f1, gW), self._feature_cuts)
         if self.state_mask is not None:  # the unseen pairs' weights stay 0
             gW *= self.state_mask
         grad[cuts[1]:cuts[2]] = self._gb.sum(axis=0) if spec.fit_intercept else 0.0
