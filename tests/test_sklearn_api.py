@@ -228,10 +228,14 @@ def test_not_fitted_and_bad_input(case):
 @pytest.mark.parametrize(
     "cls, params, match",
     [
-        (GPStructTagger, dict(likelihood=RandomizedCRFLikelihood(n_top=1, n_sampled=1)),
-         "smooth objective"),
-        (GPStructTagger, dict(gradient="score"),
+        (GPStructTagger, dict(likelihood=RandomizedCRFLikelihood(n_top=1, n_sampled=1),
+                              optimizer="lbfgs"), "smooth objective"),
+        (GPStructTagger, dict(gradient="score", optimizer="lbfgs"),
          "gradient='score' needs a stochastic optimizer"),
+        # the stochastic weight-space fit runs the exact CRF on the CPU only
+        (GPStructTagger, dict(optimizer="svi", likelihood="pseudo"), "optimizer='svi'"),
+        (GPStructTagger, dict(optimizer="svi", approximation="inducing"),
+         "weight-space form"),
         (GPStructTagger, dict(likelihood=_ValuesOnly()), "gives no gradient"),
         # kernel=None: the variance follows kernel_variance, in both forms
         (GPStructTagger, dict(kernel_variance=1.0, optimize_hyperparameters=True),

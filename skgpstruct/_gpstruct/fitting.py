@@ -24,9 +24,24 @@ from ..gp.kernels import LinearKernel
 from ..likelihoods import Likelihood, RandomizedCRFLikelihood, get_likelihood
 from ..optim import make_optimizer
 
-__all__ = ["PARAMETER_CONSTRAINTS", "FitProblem", "check_memory", "check_params",
-           "fit_stochastic", "optimize", "resolve_approximation", "stale_attributes",
+__all__ = ["LBFGS_MAX_WORK", "LBFGS_SAMPLES", "PARAMETER_CONSTRAINTS", "FitProblem",
+           "check_memory", "check_params", "fit_stochastic", "optimize",
+           "resolve_approximation", "resolve_fit_params", "stale_attributes",
            "transition_variance", "warm_start_compatible"]
+
+#: ``n_samples="auto"`` of L-BFGS and of the dense stochastic optimisers.
+LBFGS_SAMPLES = 100
+#: ``optimizer="auto"`` runs L-BFGS on the fixed-sample ELBO while one of its
+#: evaluations, ``n_samples`` forward-backward passes of every training
+#: sequence, costs at most this many ``n_samples * n_tokens * V^2``
+#: multiply-adds of its chains (a few tenths of a second: a few hundred
+#: evaluations then take a minute or two), and stochastic variational
+#: inference (``"svi"``, whose epoch costs about one pass) above. The
+#: GPstruct papers' tasks are all below it (chunking, the largest: 6e7),
+#: CoNLL-2000 from 100 sentences on and CoNLL-2002 from 500 above it.
+LBFGS_MAX_WORK = 1e8
+#: ``learning_rate="auto"`` of the dense stochastic optimisers.
+_DENSE_LEARNING_RATE = 0.01
 
 
 #: sklearn's validation of GPStructTagger's own parameters (those of every
@@ -39,10 +54,10 @@ PARAMETER_CONSTRAINTS = {
     "posterior": [StrOptions({"mean_field", "coupled"})],
     "likelihood": [StrOptions({"crf", "pseudo", "randomized"}), Likelihood],
     "gradient": [StrOptions({"pathwise", "score"})],
-    "n_samples": [Interval(Integral, 1, None, closed="left")],
+    "n_samples": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
     "n_predict_samples": [Interval(Integral, 1, None, closed="left")],
-    "optimizer": [StrOptions({"lbfgs", "adam", "sgd", "saga"})],
-    "learning_rate": [Interval(Real, 0, None, closed="neither")],
+    "optimizer": [StrOptions({"auto", "lbfgs", "svi", "adam", "sgd", "saga"})],
+    "learning_rate": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
     "batch_size": [Interval(Integral, 1, None, closed="left"), None],
     "optimize_hyperparameters": ["boolean", StrOptions({"scale"})],
     "kernel_variance": [Interval(Real, 0, None, closed="neither"),
@@ -86,6 +101,41 @@ def resolve_approximation(*, approximation, kernel, posterior, n_components, **_
     linear = kernel is None or isinstance(kernel, LinearKernel)
     simple = posterior == "mean_field" and n_components == 1
     return "features" if linear and simple else "inducing"
+
+
+def resolve_fit_params(params, data, n_classes):
+    """``params`` (``GPStructTagger.get_params()``) with ``optimizer``,
+    ``n_samples`` and ``learning_rate`` resolved from ``"auto"`` for a fit
+    on ``data``: the optimizer by :data:`LBFGS_MAX_WORK` (SVI only for the
+    weight-space form with the exact CRF likelihood on the CPU and a
+    pathwise gradient; the score-function gradient and the subsampled
+    randomized likelihood need a stochastic optimiser, Adam), then the
+    optimizer's own ``n_samples`` and ``learning_rate``."""
+    from .svi import SVI_LEARNING_RATE, SVI_SAMPLES
+
+    params = dict(params)
+    optimizer = params["optimizer"]
+    if optimizer == "auto":
+        lik = get_likelihood(params["likelihood"])
+        form = resolve_approximation(**params)
+        samples = LBFGS_SAMPLES if params["n_samples"] == "auto" else params["n_samples"]
+        work = samples * data.n_tokens * n_classes ** 2
+        if params["gradient"] == "score" or (
+                isinstance(lik, RandomizedCRFLikelihood)
+                and lik.n_top + lik.n_sampled < n_classes):
+            optimizer = "adam"
+        elif (form == "features" and type(lik).__name__ == "CRFLikelihood"
+              and params["device"] == "cpu" and work > LBFGS_MAX_WORK):
+            optimizer = "svi"
+        else:
+            optimizer = "lbfgs"
+    svi = optimizer == "svi"
+    if params["n_samples"] == "auto":
+        params["n_samples"] = SVI_SAMPLES if svi else LBFGS_SAMPLES
+    if params["learning_rate"] == "auto":
+        params["learning_rate"] = SVI_LEARNING_RATE if svi else _DENSE_LEARNING_RATE
+    params["optimizer"] = optimizer
+    return params
 
 
 def check_memory(data, form, n_classes, *, posterior, n_components, n_inducing, n_samples,
@@ -179,6 +229,14 @@ def check_params(n_classes, device_, *, likelihood, optimizer, gradient, kernel,
             f"{kernel_variance!r}. Use kernel_variance='elbo' to learn it, "
             "or pass kernel=LinearKernel(variance=...)."
         )
+    if optimizer == "svi" and (type(lik).__name__ != "CRFLikelihood" or gradient != "pathwise"
+                               or device_ != "cpu"):
+        raise ValueError(
+            "optimizer='svi' samples the CRF's weights and runs its exact "
+            "forward-backward on the CPU with pathwise gradients: it needs "
+            "likelihood='crf', gradient='pathwise' and device='cpu'; use "
+            "optimizer='adam' otherwise."
+        )
     if gradient == "pathwise" and not lik.has_gradient:
         raise ValueError(
             f"{type(lik).__name__} gives no gradient: use gradient='score'."
@@ -207,10 +265,15 @@ def optimize(problem, n, rng, monitor, parallel, *, optimizer, learning_rate, ba
     # on the GPU the chunks run one after another in this thread: kernels
     # launched from n_jobs threads at once would share the device (numba's
     # simulator refuses them), and the chunked sum is the same either way
-    on_gpu = getattr(objective.likelihood, "device", "cpu") == "cuda"
+    on_gpu = getattr(getattr(objective, "likelihood", None), "device", "cpu") == "cuda"
     with parallel:
         parallel = None if on_gpu else parallel
-        if optimizer == "lbfgs":
+        if optimizer == "svi":
+            from .svi import fit_svi
+
+            x = fit_svi(objective, x, rng, monitor, parallel, learning_rate=learning_rate,
+                        batch_size=batch_size)
+        elif optimizer == "lbfgs":
             seeds, all_idx = rng.randint(SEED_MAX, size=n), np.arange(n)
             x = fit_lbfgs(lambda z: objective(z, all_idx, seeds, 1.0, parallel),
                           x, monitor, bounds=problem.bounds)

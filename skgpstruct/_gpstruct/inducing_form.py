@@ -157,6 +157,12 @@ def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
     inducing-point fit: ``kernel_``, inducing points and starting posterior
     (the fitted ones ``previous``, a dict of fitted attributes, on a warm
     start), and the objective."""
+    if params.get("optimizer") == "svi":
+        raise ValueError(
+            "optimizer='svi' is the weight-space form's (the linear kernel, "
+            "approximation='features'); the inducing-point form trains with "
+            "optimizer='lbfgs', 'adam', 'sgd' or 'saga'."
+        )
     if temperature not in ("auto", 1, 1.0):
         raise ValueError(
             f"temperature={temperature!r} needs the weight-space form "

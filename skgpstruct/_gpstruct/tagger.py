@@ -5,23 +5,21 @@ estimator over the functions of :mod:`.fitting`, :mod:`.weight_space_form`,
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted
 
-from .._input.sequences import SequenceData
 from .._tagging.base import SequenceTaggerMixin
 from .._utils.seeds import SEED_MAX
 from . import inducing_form, weight_space_form
 from .fitting import (PARAMETER_CONSTRAINTS, check_memory, check_params, optimize,
-                      resolve_approximation, stale_attributes, warm_start_compatible)
-from .information_gain import information_gain
-from .predict import (decode_potentials, path_log_proba, path_uncertainty,
-                      posterior_elbo, predictive, token_marginals, token_uncertainty)
-from ..likelihoods import get_likelihood
+                      resolve_approximation, resolve_fit_params, stale_attributes,
+                      warm_start_compatible)
+from .posterior_methods import PosteriorMethodsMixin
+from .predict import (decode_potentials, path_log_proba, path_uncertainty, predictive,
+                      token_marginals, token_uncertainty)
 
 __all__ = ["GPStructTagger"]
 
 
-class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
+class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
     """Linear-chain CRF whose potentials are Gaussian processes (GPstruct).
 
     One GP per label over the token features gives the unary potentials; the
@@ -57,6 +55,13 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         training sequences, or no fold with two labels in training and one
         of them held out, 1.0 with a UserWarning; in the inducing-point
         form the variance alone, without the temperature's joint choice).
+        From 2,000 training sequences on, the same rules run on one split
+        instead of 3 folds: a tenth held out, the CRFs of one warm-started
+        path on a sample of at most 2,000 of the others, stopped once the
+        held-out log loss has risen twice, and the temperature's pairs
+        limited to those whose held-out error is within one standard error
+        of the best mode's (:mod:`skgpstruct._gpstruct.split_cv`): its cost
+        stops growing with the data.
         ``"elbo"``: learned
         with the posterior by maximising the ELBO (type-II maximum
         likelihood); with the mean-field posterior the bound prefers too
@@ -119,9 +124,11 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         ``"score"`` needs a stochastic ``optimizer``: its estimate is not the
         gradient of the fixed-sample objective, so an L-BFGS line search on
         it would be inconsistent (``fit`` raises a ValueError).
-    n_samples : int, default=100
+    n_samples : int or "auto", default="auto"
         Samples per sequence and mixture component for the expected
-        log-likelihood. With ``optimizer="lbfgs"`` the samples are drawn
+        log-likelihood. ``"auto"``: 100 with L-BFGS and the dense
+        stochastic optimisers, 1 with ``"svi"`` (a fresh draw every step).
+        With ``optimizer="lbfgs"`` the samples are drawn
         once, and a covariance with many free entries per sequence can be
         fitted to a few fixed draws instead of to the posterior. On the
         first chunking fold of the benchmarks, 10 samples gave a fitted ELBO
@@ -136,20 +143,42 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         per-token argmax noisy: on the second base NP benchmark fold the
         token error was 5.37 / 5.63 / 5.20 / 5.17 % with 16 / 64 / 256 /
         1024 samples, from one fit.
-    optimizer : {"lbfgs", "adam", "sgd", "saga"}, default="lbfgs"
-        L-BFGS on the fixed-sample ELBO (samples drawn once), or stochastic
-        steps on minibatches of sequences with fresh samples every step.
-    learning_rate : float, default=0.01
-        Step size of the stochastic optimisers.
+    optimizer : {"auto", "lbfgs", "svi", "adam", "sgd", "saga"}, default="auto"
+        ``"lbfgs"``: L-BFGS on the fixed-sample ELBO (samples drawn once).
+        ``"svi"``: stochastic variational inference in the weight-space
+        form (:mod:`skgpstruct._gpstruct.svi`): minibatches of sequences,
+        ``n_samples`` fresh draws of the *weights* per sequence and step
+        (pathwise gradients), AdaGrad steps on the weights of the
+        minibatch's features only (the KL term spread over the sequences
+        that have each feature, so the minibatch estimate stays unbiased),
+        started, on a cold fit, at the Laplace stand-in of the cold
+        posterior around the posterior-mode CRF (the CRF the validation
+        chose, refitted on all sequences); it stops when an epoch's
+        improvement of the ELBO, paired over the sequences, is below two of
+        its standard errors. ``"adam"``, ``"sgd"``, ``"saga"``: dense
+        stochastic steps on minibatches with fresh samples every step.
+        ``"auto"``: ``"svi"`` where one L-BFGS evaluation would cost more
+        than :data:`~skgpstruct._gpstruct.fitting.LBFGS_MAX_WORK` chain
+        multiply-adds (``n_samples * n_tokens * n_classes^2``; the
+        weight-space form with the exact CRF likelihood on the CPU),
+        ``"adam"`` for the score-function gradient and the subsampled
+        randomized likelihood, ``"lbfgs"`` otherwise. The choice is kept in
+        ``optimizer_``.
+    learning_rate : float or "auto", default="auto"
+        Step size of the stochastic optimisers; ``"auto"``: 0.05 for
+        ``"svi"`` (AdaGrad's, in units of the prior's standard deviation),
+        0.01 for the others.
     batch_size : int or None, default=None
-        Sequences per minibatch of the stochastic optimisers (None: all).
+        Sequences per minibatch of the stochastic optimisers (None: 64 with
+        ``"svi"``, all with the others).
     max_iter : int, default=300
         L-BFGS iterations, or epochs of the stochastic optimisers.
     tol : float, default=1e-6
         Relative tolerance on the objective (L-BFGS: scipy's ``ftol`` and
-        ``gtol``); the stochastic optimisers stop when the epoch's ELBO
-        improves by less than ``tol`` (relative) two epochs in a row, an
-        epoch that lowers it counting as no improvement.
+        ``gtol``); the dense stochastic optimisers stop when the epoch's
+        ELBO improves by less than ``tol`` (relative) two epochs in a row,
+        an epoch that lowers it counting as no improvement. ``"svi"`` stops
+        by its own rule (see ``optimizer``), ``tol`` unused.
     optimize_hyperparameters : bool or "scale", default=False
         Also learn the hyperparameters of a given ``kernel`` by maximising
         the ELBO (``kernel=None``: ``kernel_variance="elbo"`` learns the
@@ -328,6 +357,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         Posterior variances of the transition potentials.
     n_features_in_ : int
         Number of token features.
+    optimizer_ : str
+        The optimizer the fit ran (``optimizer`` with ``"auto"`` resolved).
     n_iter_ : int
         Iterations (L-BFGS) or epochs run.
     elbo_history_ : list of float
@@ -385,8 +416,8 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
 
     def __init__(self, *, kernel=None, kernel_variance="cv", approximation="auto",
                  n_inducing=500, inducing="kmeans", n_components=1, posterior="mean_field",
-                 likelihood="crf", gradient="pathwise", n_samples=100,
-                 n_predict_samples=256, optimizer="lbfgs", learning_rate=0.01,
+                 likelihood="crf", gradient="pathwise", n_samples="auto",
+                 n_predict_samples=256, optimizer="auto", learning_rate="auto",
                  batch_size=None, max_iter=300, tol=1e-6, optimize_hyperparameters=False,
                  decode="marginal", jitter=1e-4, transition_prior_var="auto",
                  temperature="auto", n_jobs=None, device="cpu", random_state=None,
@@ -432,7 +463,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         """Fit the variational posterior (``fit`` after :meth:`_fit_setup`):
         the form's objective, the optimiser on it, the fitted attributes."""
         rng = check_random_state(self.random_state)
-        params = self.get_params(deep=False)
+        params = resolve_fit_params(self.get_params(deep=False), data, len(self.classes_))
         form = resolve_approximation(**params)
         check_memory(data, form, len(self.classes_), **params)
         # the last fit's attributes, that a warm start continues from
@@ -445,6 +476,7 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
         for name in stale_attributes(form, warm):
             self.__dict__.pop(name, None)
         self.__dict__.update(problem.finish(x))
+        self.optimizer_ = params["optimizer"]
         # drawn last, so that the fit itself consumes the same stream as before
         self.predict_seed_ = int(rng.randint(SEED_MAX))
 
@@ -484,116 +516,3 @@ class GPStructTagger(SequenceTaggerMixin, BaseEstimator):
 
     def _path_uncertainty(self, data, kind, n_paths=1):
         return path_uncertainty(self._predictive(), data, kind, n_paths)
-
-    def elbo(self, X, y):
-        """Evidence lower bound of the fitted posterior on ``(X, y)``.
-
-        The expected log-likelihood of the given sequences (estimated with
-        ``n_predict_samples`` samples per sequence and component) minus the
-        KL terms; useful to compare models on held-out data. Like
-        ``n_predict_samples``, ``likelihood`` is read when this is called:
-        after ``set_params(likelihood="crf")``, a model fitted with the
-        pseudo-likelihood gives the bound under the exact CRF likelihood.
-        The sequences are taken a chunk of
-        :data:`~skgpstruct._gpstruct.predict.PREDICT_CHUNK_SEQUENCES` at a
-        time, as in prediction: memory does not grow with their number, and
-        the value is that of one pass over all of them, bit for bit.
-
-        Parameters
-        ----------
-        X : list of array-like or sparse matrix of shape (T_n, n_features)
-            Token features of each sequence.
-        y : list of array-like of shape (T_n,)
-            Labels (all seen in ``fit``).
-
-        Returns
-        -------
-        elbo : float
-        """
-        check_is_fitted(self, "transition_mean_")
-        data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_,
-                                           label_encoder=self._encoder())
-        return posterior_elbo(self._predictive(), data, get_likelihood(self.likelihood),
-                              self.transition_prior_var_)
-
-    def predict_information_gain(self, X, X_target=None):
-        """Expected information each sequence's labels give about the labels
-        of a target set of tokens (active learning: which to label next).
-
-        The expected predictive information gain (EPIG; Bickford Smith,
-        Kirsch, Farquhar, Gal, Foster and Rainforth, AISTATS 2023) of
-        sequence ``x``: the mutual information between its label sequence
-        ``y`` and the label ``y*`` of a token ``x*`` of ``X_target``, under
-        the posterior, averaged over the target tokens,
-        ``E_y mean_x* KL(p(y* | y, x*) || p(y* | x*))``
-        (:func:`~skgpstruct.chain.path_information_gain`). Where the path
-        mutual information of :meth:`predict_uncertainty` (the BALD score)
-        counts what the labels would teach about the model, this counts
-        only what they would teach about the predictions at the target
-        inputs: a sequence whose doubts are about features no target token
-        has scores little.
-
-        The ``n_predict_samples`` posterior draws are joint over all
-        sequences: each draws the feature weights once (mean ``coef_``,
-        variances ``coef_var_``) and the transitions once, so that
-        sequences sharing features are correlated as in the posterior. The
-        weights of features never active in training, which
-        :meth:`predict_marginals` leaves out of the model, are drawn from
-        their prior (variance ``temperature_`` times the kernel's, as the
-        cold posterior's ``coef_var_``): labelling a sequence that has them
-        brings them into the model, and what it would teach about them is
-        part of its value. Each token's potentials also get the jitter of
-        the model's covariances as noise. Every draw is seeded by
-        ``predict_seed_`` (a weight's by its feature, a token's noise and a
-        sequence's sampled paths by its :func:`sequence seed
-        <skgpstruct._input.sequences.sequence_seeds>`), so a sequence's value
-        depends on that sequence, ``X_target`` and the model only. It is an
-        estimate from those draws: a sequence that shares no feature with
-        the target (nor, with a point-mass transition posterior, anything
-        else) comes back slightly above 0, the upward bias of a mutual
-        information estimated from finitely many draws, which shrinks as
-        ``1 / n_predict_samples``.
-
-        In the inducing-point form (``approximation_ == "inducing"``, that
-        of the kernels other than the linear one) the draws are of ``q(f) = int p(f
-        | u) q(u) du``: ``n_predict_samples`` per mixture component (weighted
-        by ``weights_``), each taking the inducing variables from its
-        component and the part of every token's potentials they leave free
-        (the Nystrom residual ``k(x, x') - k(x, Z) k(Z, Z)^-1 k(Z, x')``)
-        jointly over the tokens of the target, then each sequence's given the
-        target's. That residual correlates tokens alike but far from the
-        inducing points, in whichever sequences they are: a sequence whose
-        tokens repeat the target's tells about them even where the inducing
-        points span little. The target's tokens are drawn as one Gaussian, so
-        the memory and time grow as the square and the cube of their number
-        (pass a sample of the pool as ``X_target`` where it is large). A
-        sequence's value depends on that sequence, ``X_target`` and the
-        model only here too; ``X_target=X`` estimates the same quantity as
-        the default from other draws.
-
-        Parameters
-        ----------
-        X : list of (T_n, n_features) array-likes or sparse matrices
-            The candidate sequences, as for :meth:`predict`.
-        X_target : list of (T_n, n_features) array-likes or sparse matrices, default=None
-            The sequences whose tokens' labels matter (for instance a
-            sample of the inputs the tagger will be used on). None: ``X``
-            (the pool's own distribution).
-
-        Returns
-        -------
-        information_gain : ndarray of shape (n_sequences,)
-            In nats per target token, at least 0.
-
-        Raises
-        ------
-        MemoryBudgetError
-            If the draws of the potentials of ``X`` and ``X_target`` (and,
-            in the inducing-point form, the covariance of the target's
-            tokens) would not fit in :func:`~skgpstruct._utils.memory.memory_budget`
-            (lower ``n_predict_samples`` or pass a smaller ``X_target``).
-        """
-        check_is_fitted(self, self._fitted_attribute)
-        data = self._check_X(X)
-        target = None if X_target is None else self._check_X(X_target)
-        return information_gain(self._predictive(), data, target)

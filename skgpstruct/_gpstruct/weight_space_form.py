@@ -13,14 +13,18 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from joblib import Parallel
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 
 from .._tagging.base import box_projection
 from .._utils.seeds import SEED_MAX
+from .._tagging.crf_solver import CRFSpec, fit_crf
 from .fitting import FitProblem, transition_variance
-from .posterior_cv import cv_posterior
+from .posterior_cv import _laplace_variances, cv_posterior
 from .prior_variance_cv import CannotValidate, cv_prior_variance
+from .split_cv import SPLIT_MIN_SEQUENCES, split_posterior
+from .svi import StochasticFeatureELBO
 from ..gp.kernels import LinearKernel
 from ..gp.kl import transition_kl
 from ..gp.sampling import draw_normals
@@ -44,6 +48,11 @@ _START_VARIANCE = 1.0
 #: to validate (one sequence, or no fold with two labels): the unit
 #: (standard normal) prior, with a UserWarning.
 CV_FALLBACK_VARIANCE = 1.0
+#: Iterations and tolerance (CRFsuite's stopping rule) of the posterior-mode
+#: CRF that starts an SVI fit: the tutorial's 100 iterations, and a tenth of
+#: a per mille over ten iterations (SVI moves the mean on from there).
+MODE_MAX_ITER = 100
+MODE_TOL = 1e-4
 
 
 class FittedWeights(NamedTuple):
@@ -191,7 +200,7 @@ def _start(X, n_classes, variance, tau2, previous):
 def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
                 posterior, n_components, temperature, transition_prior_var,
                 optimize_hyperparameters, jitter, n_samples, gradient, random_state,
-                n_jobs, **_):
+                n_jobs, optimizer="lbfgs", **_):
     """The :class:`~skgpstruct._gpstruct.fitting.FitProblem` of a
     weight-space fit: its prior variances (validated, learned or given) and
     temperature, the objective over the active features and its start (the
@@ -200,20 +209,32 @@ def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
     ``temperature`` times the model's."""
     check_features_form(kernel, posterior, n_components)
     rng.randint(SEED_MAX, size=2)  # the draws of the inducing form's init
-    attributes, validation = {}, None
-    if previous is None:
-        variance, validation = prior_variance(data, n_classes, kernel=kernel,
-                                              kernel_variance=kernel_variance,
-                                              random_state=random_state, n_jobs=n_jobs)
-        if validation is not None:
-            attributes["variance_cv_results_"] = validation[1]
+    attributes, validation, start = {}, None, None
+    if previous is None and kernel is None and kernel_variance == "cv" \
+            and data.n_sequences >= SPLIT_MIN_SEQUENCES:
+        # one held-out split (split_cv), which also gives the SVI's start
+        seed = check_random_state(random_state).randint(SEED_MAX)
+        with Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
+            variance, chosen, attributes["variance_cv_results_"], \
+                attributes["temperature_cv_results_"], start = split_posterior(
+                    data, n_classes, random_state=seed, parallel=parallel,
+                    choose_temperature=temperature == "auto")
+        temperature = chosen if temperature == "auto" else float(temperature)
     else:
-        variance = float(previous["kernel_"].variance)
-    if previous is not None and temperature == "auto":  # the fitted one
-        temperature = float(previous.get("temperature_", 1.0))
-    else:
-        variance, temperature, attributes["temperature_cv_results_"] = choose_temperature(
-            data, n_classes, variance, temperature, validation, n_jobs)
+        if previous is None:
+            variance, validation = prior_variance(data, n_classes, kernel=kernel,
+                                                  kernel_variance=kernel_variance,
+                                                  random_state=random_state, n_jobs=n_jobs)
+            if validation is not None:
+                attributes["variance_cv_results_"] = validation[1]
+        else:
+            variance = float(previous["kernel_"].variance)
+        if previous is not None and temperature == "auto":  # the fitted one
+            temperature = float(previous.get("temperature_", 1.0))
+        else:
+            variance, temperature, attributes["temperature_cv_results_"] = \
+                choose_temperature(data, n_classes, variance, temperature, validation,
+                                   n_jobs)
     learn = (variance_learned(kernel, kernel_variance, optimize_hyperparameters),
              transition_variance(transition_prior_var)[1])
     tau2, tau2_learned = transition_variance(transition_prior_var, variance)
@@ -226,6 +247,18 @@ def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
         # kernel's variance does); a given number is used as given
         tau2 = temperature * previous["transition_prior_var_"]
     params, active = _start(X, n_classes, temperature * variance, tau2, previous)
+    finish = partial(_fitted_attributes, None, params, variance, temperature, learn,
+                     transition_prior_var, bias_column, active, kernel, jitter,
+                     attributes, data.X_flat.shape[1])
+    if optimizer == "svi":
+        objective = StochasticFeatureELBO(
+            X[:, active], data.lengths, data.y_flat, n_classes, temperature=temperature,
+            jitter=jitter, n_samples=n_samples, learn=learn)
+        if previous is None:
+            params = laplace_start(data, active, n_classes, variance, temperature, tau2,
+                                   start, bias_column, n_jobs)
+        finish = partial(finish.func, objective, *finish.args[1:])
+        return FitProblem(objective, objective.pack(params), None, None, finish)
     objective = WeightSpaceObjective(
         lik, X[:, active], data.lengths, data.y_flat, n_classes,
         learn_variance=learn[0], learn_transition_var=learn[1],
@@ -233,10 +266,50 @@ def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
         temperature=temperature)
     x = objective.layout.pack(params)
     box = objective.bounds(x)
-    finish = partial(_fitted_attributes, objective, params, variance, temperature, learn,
-                     transition_prior_var, bias_column, active, kernel, jitter,
-                     attributes, data.X_flat.shape[1])
+    finish = partial(finish.func, objective, *finish.args[1:])
     return FitProblem(objective, x, box, box_projection(box), finish)
+
+
+def laplace_start(data, active, n_classes, variance, temperature, tau2, start, bias_column,
+                  n_jobs):
+    """The start of a cold SVI fit (whitened :class:`FeatureParams` over the
+    ``active`` features): the Laplace stand-in of the cold posterior,
+    ``N(c w, T diag(s))`` around the posterior-mode CRF ``w`` with the
+    mean-field Laplace variances ``s`` of all training sequences
+    (:func:`~skgpstruct._gpstruct.posterior_cv._laplace_variances`).
+    The mode is fitted on ``data`` (no intercept; :data:`MODE_MAX_ITER`
+    iterations, CRFsuite's rule with :data:`MODE_TOL`), from the CRF of
+    ``start``, ``(crf, c)`` of the validation
+    (:func:`~skgpstruct._gpstruct.split_cv.split_posterior`), when it has
+    the same labels; ``start=None``: from zero, ``c = 1``. The labels the CRF lacks and
+    the kernel's bias column start at the prior (``tau2``: the cold prior
+    variance of the transitions)."""
+    present = np.zeros(n_classes, dtype=bool)
+    present[data.y_flat] = True
+    init, c = (None, 1.0) if start is None else start
+    if init is not None and not np.array_equal(init.labels, np.flatnonzero(present)):
+        init = None  # a sample without some label: start from zero
+    spec = CRFSpec(present, c2=0.5 / variance, fit_intercept=False)
+    with Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
+        crf = fit_crf(data, spec, init, max_iter=MODE_MAX_ITER, tol=MODE_TOL,
+                      parallel=parallel, crfsuite_rule=True)
+    start = (crf, c)
+    crf, c = start
+    s_w, s_b = _laplace_variances(crf, data, variance)
+    coef, var_w = crf.coef, s_w
+    if bias_column > 0:  # the kernel's bias column: at the prior
+        coef = np.vstack([coef, np.zeros((1, coef.shape[1]))])
+        var_w = np.vstack([var_w, np.full((1, coef.shape[1]), variance)])
+    cols = crf.labels
+    m = np.zeros((active.size, n_classes))
+    s = np.ones((active.size, n_classes))
+    m[:, cols] = c * coef[active] / np.sqrt(temperature * variance)
+    s[:, cols] = np.where(var_w[active] > 0, var_w[active], variance) / variance
+    m_bin = np.zeros((n_classes, n_classes))
+    s_bin = np.full((n_classes, n_classes), tau2)
+    m_bin[np.ix_(cols, cols)] = c * crf.transition
+    s_bin[np.ix_(cols, cols)] = temperature * s_b
+    return FeatureParams(m, s, m_bin, s_bin, temperature * variance, tau2)
 
 
 def _fitted_attributes(objective, start, variance, temperature, learn, transition_prior_var,

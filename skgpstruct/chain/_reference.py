@@ -376,3 +376,38 @@ def pseudo_log_likelihood_by_definition(U, B, y, start=None, end=None):
                 return -np.inf
             total += observed - np.logaddexp.reduce(alternatives)
     return float(total)
+
+
+def weight_noise_ref(X, offsets, cols, n_shared, y, seqs, noise, W, m_bin, log_var_bin,
+                     scale, jitter_sd):
+    """Plain-numpy :func:`skgpstruct.chain.weight_noise.weight_noise_pass`
+    given its draws: ``noise[i] = (e_w, e_t, e_b)`` of sequence ``seqs[i]``
+    (``cols[n]``: its distinct features, the ``n_shared[n]`` shared ones
+    first). Returns the values (n_batch,), the gradient w.r.t. all of ``W``
+    (dense), w.r.t. ``(m_bin, log_var_bin)`` (2, V, V) and w.r.t. ``log
+    scale^2``."""
+    V = m_bin.shape[0]
+    X = np.asarray(X.toarray() if hasattr(X, "toarray") else X, dtype=np.float64)
+    sd_bin = np.exp(0.5 * log_var_bin)
+    values = np.zeros(len(seqs))
+    gW, g_bin, g_log = np.zeros_like(W), np.zeros((2, V, V)), 0.0
+    for i, n in enumerate(seqs):
+        e_w, e_t, e_b = noise[i]
+        S, R, c = e_t.shape[0], n_shared[n], cols[n]
+        Xn, yn = X[offsets[n]:offsets[n + 1]][:, c], y[offsets[n]:offsets[n + 1]]
+        mu, sd = W[c, :V], np.exp(0.5 * W[c, V:])
+        q = np.sqrt(jitter_sd ** 2 + (Xn[:, R:] ** 2) @ sd[R:] ** 2)
+        for k in range(S):
+            U = scale * (Xn @ mu + Xn[:, :R] @ (sd[:R] * e_w[k]) + q * e_t[k])
+            B = m_bin + sd_bin * e_b[k]
+            ll, gU, gB = log_likelihood_grad_ref(U, B, yn)
+            values[i] += ll / S
+            gW[c, :V] += scale * Xn.T @ gU / S
+            gW[c[:R], V:] += 0.5 * sd[:R] * e_w[k] * (scale * Xn[:, :R].T @ gU) / S
+            # q = 0 only at tokens without features of their own
+            ratio = np.divide(scale * gU * e_t[k], q, out=np.zeros_like(q), where=q > 0)
+            gW[c[R:], V:] += 0.5 * sd[R:] ** 2 * ((Xn[:, R:] ** 2).T @ ratio) / S
+            g_bin[0] += gB / S
+            g_bin[1] += 0.5 * sd_bin * e_b[k] * gB / S
+            g_log += 0.5 * float(np.sum(gU * U)) / S
+    return values, gW, g_bin, g_log
