@@ -36,7 +36,8 @@ from sklearn.utils.estimator_checks import (
 )
 
 from skgpstruct import GPStructTagger, RandomizedCRFTagger, chain
-from skgpstruct._gpstruct.predict import posterior_draws, sequence_moments
+from skgpstruct._gpstruct.predict import (posterior_draws, sequence_moments,
+                                         with_shared_transitions)
 from skgpstruct._input.sequences import sequence_seeds
 from skgpstruct.calibration import TemperatureScaledTagger
 from skgpstruct.datasets import make_chain_data
@@ -125,9 +126,12 @@ def test_gp_scaled_marginals_average_the_scaled_draws(data, approximation):
     d = SequenceData.from_sequences(X_te[:3], n_features=gp.n_features_in_)
     b, Sigma = sequence_moments(gp._predictive(), d)
     seeds = sequence_seeds(d, gp.predict_seed_)
+    # the draws every prediction takes: the transitions shared by the
+    # sequences, the unary draws the sequence's own
+    pred = with_shared_transitions(gp._predictive())
     for i in range(3):
         b_n = b[:, d.offsets[i]: d.offsets[i + 1]]
-        F, Bd, _ = posterior_draws(gp._predictive(), b_n, Sigma[i], seeds[i])
+        F, Bd, _ = posterior_draws(pred, b_n, Sigma[i], seeds[i])
         ref = sum(w * chain.marginals(s * F[0, k], s * Bd[0, k])[0].mean(axis=0)
                   for k, w in enumerate(gp.weights_))
         assert_allclose(got[i], ref, rtol=1e-10, atol=1e-13)

@@ -16,19 +16,21 @@ from joblib import Parallel, delayed
 from scipy.special import logsumexp
 
 from .. import chain
+from ..chain.averaged import MarginalSums, add_draws
 from .._input.sequences import sequence_seeds
 from .._tagging.predict import entropy, renormalize_rows
 from .._utils.parallel import small_blas
 from . import inducing_form, weight_space_form
 from .weight_space_form import FittedWeights
 from ..gp._weight_space_long import WeightSpaceCovariance
-from ..gp.sampling import draw_normals, sample_potentials
+from ..gp.sampling import _sample_unary, draw_normals, sample_potentials
 from ..gp.terms import jittered_cholesky
 
 __all__ = ["PREDICT_CHUNK_SEQUENCES", "Predictive", "chunks", "decode_potentials",
            "draw_potentials", "moment_chunks", "parallel", "path_log_proba",
            "path_uncertainty", "per_sequence", "posterior_draws", "posterior_elbo",
-           "predictive", "sequence_moments", "token_marginals", "token_uncertainty"]
+           "predictive", "sequence_moments", "token_marginals", "token_uncertainty",
+           "with_shared_transitions"]
 
 #: Sequences whose posterior moments prediction holds at a time
 #: (:func:`moment_chunks`): their ``(V, T_n, T_n)`` covariances (and, in
@@ -52,6 +54,11 @@ class Predictive(NamedTuple):
     seed: int  #: ``predict_seed_``
     scale: float  #: ``_potential_scale``, the factor on every potential
     n_jobs: object  #: ``n_jobs``
+    #: The draws of the transitions every sequence shares (set by
+    #: :func:`with_shared_transitions`): ``(B, prepared)``, ``B`` of shape
+    #: (K, S, V, V) before ``scale`` and per component the
+    #: :class:`~skgpstruct.chain.averaged.PreparedTransitions` of ``scale * B``.
+    transitions: object = None
 
 
 def predictive(fitted, scale, *, jitter, kernel, kernel_variance, optimize_hyperparameters,
@@ -67,6 +74,39 @@ def predictive(fitted, scale, *, jitter, kernel, kernel_variance, optimize_hyper
     return Predictive(posterior, fitted["weights_"], fitted["transition_mean_"],
                       fitted["transition_var_"], n_predict_samples, fitted["predict_seed_"],
                       scale, n_jobs)
+
+
+def _antithetic(rng, K, S, a, b):
+    """(K, S, a, b) standard normals in antithetic pairs: draw ``k`` and draw
+    ``k + S // 2`` are ``e`` and ``-e`` (``k < S // 2``; an odd ``S``'s last
+    draw is unpaired). The average over a pair of a smooth function of the
+    draws has no error linear in the noise (the first-order terms cancel),
+    and half as many normals are drawn."""
+    P = S // 2
+    e = rng.standard_normal((K, S - P, a, b))
+    return np.concatenate([e[:, :P], -e[:, :P], e[:, P:]], axis=1)
+
+
+def with_shared_transitions(pred):
+    """``pred`` with the ``n_samples`` draws of the transitions of each
+    component that every sequence's draws share: ``m_bin + sqrt(s_bin)
+    eps``, ``eps`` antithetic (:func:`_antithetic`, paired as the unary
+    draws of :func:`posterior_draws` are) from
+    ``numpy.random.default_rng([predict_seed_, 3])``
+    (the model's, not a sequence's: a sequence's predictions still depend
+    on it and the model alone). One set of draws for all sequences is an
+    estimator of each sequence's posterior predictive as good as a set per
+    sequence, and its exponentials are computed once per call instead of
+    once per sequence and draw (:func:`~skgpstruct.chain.averaged.prepare_transitions`)."""
+    if pred.transitions is not None:
+        return pred
+    from ..chain.averaged import prepare_transitions
+
+    K, V = len(pred.weights), pred.transition_mean.shape[0]
+    eps = _antithetic(np.random.default_rng([int(pred.seed), 3]), K, pred.n_samples, V, V)
+    B = pred.transition_mean + np.sqrt(pred.transition_var) * eps
+    return pred._replace(transitions=(B, [prepare_transitions(pred.scale * B[k])
+                                          for k in range(K)]))
 
 
 def parallel(pred):
@@ -110,18 +150,28 @@ def posterior_draws(pred, b_n, Sigma_n, seed):
         F, B = Sigma_n.sample_potentials(b_n, pred.transition_mean, pred.transition_var,
                                          pred.n_samples, seed)
         return F, B, True
+    C = _unary_factor(Sigma_n, T)
+    if pred.transitions is not None:  # the shared transitions: unary draws only
+        eps = _antithetic(np.random.default_rng(int(seed) % 2 ** 64), K, pred.n_samples,
+                          V, T)
+        F = _sample_unary(b_n[None], C[None], eps[None])[0]
+        return F, pred.transitions[0][None], False
     eps, eps_bin = draw_normals([T], K, V, pred.n_samples, [seed])
-    # (K, V, T, T): mean-field blocks; (K, V T, V T): the coupled
-    # joint covariance, one label-major block (nb = 1)
-    C = jittered_cholesky(
-        Sigma_n, 0.0,
-        f"A marginal covariance Sigma_n of a sequence of length {T}")[0]
-    if C.ndim == 3:
-        C = C[:, None]
     F, B = sample_potentials(b_n[None], C[None], eps[0][None],
                              pred.transition_mean, pred.transition_var,
                              eps_bin[0][None])
     return F, B, False
+
+
+def _unary_factor(Sigma_n, T):
+    """The Cholesky factors of a sequence's covariances, in the block layout
+    of :func:`~skgpstruct.gp.sampling.sample_potentials` without its first
+    axis: (K, V, T, T) mean-field blocks, or (K, 1, V T, V T) for the
+    coupled joint covariance (one label-major block)."""
+    C = jittered_cholesky(
+        Sigma_n, 0.0,
+        f"A marginal covariance Sigma_n of a sequence of length {T}")[0]
+    return C[:, None] if C.ndim == 3 else C
 
 
 def chunks(data):
@@ -150,6 +200,7 @@ def per_sequence(pred, data, func, *args):
     ``data`` (its posterior moments and seed, the ``n``-th item of each of
     ``args``), in parallel over the sequences."""
     out = []
+    pred = with_shared_transitions(pred)
     # per-sequence work on small matrices: single-threaded BLAS is faster
     with small_blas(), parallel(pred) as run:
         for idx, sub, b, Sigma in moment_chunks(pred, data):
@@ -188,19 +239,39 @@ def _sample_marginals(pred, b_n, Sigma_n, seed, stats=False):
     token entropies (T,) and the standard deviation over draws of each
     marginal (T, V)."""
     K, T, V = b_n.shape
+    if pred.transitions is not None and not isinstance(Sigma_n, WeightSpaceCovariance):
+        return _shared_marginals(pred, b_n, Sigma_n, seed, stats)
     F, B, factored = draw_potentials(pred, b_n, Sigma_n, seed)
     out, second, mean_entropy = np.zeros((T, V)), np.zeros((T, V)), np.zeros(T)
     for k in range(K):
+        w = pred.weights[k]
         unary, _ = chain.marginals(F[0, k], B[0, k])
         if factored:  # long: renormalised (short ones keep their numbers)
             renormalize_rows(unary)
-        w = pred.weights[k]
         out += w * unary.mean(axis=0)
         if stats:
             second += w * (unary ** 2).mean(axis=0)
             mean_entropy += w * entropy(unary).mean(axis=0)
     if not stats:
         return out
+    return out, mean_entropy, np.sqrt(np.maximum(second - out ** 2, 0.0))
+
+
+def _shared_marginals(pred, b_n, Sigma_n, seed, stats):
+    """:func:`_sample_marginals` of a sequence whose draws share the
+    transitions (:func:`with_shared_transitions`): the draws of
+    :func:`draw_potentials` against the prepared transitions, only the
+    sums of their marginals kept
+    (:func:`~skgpstruct.chain.averaged.add_draws`)."""
+    K, T, V = b_n.shape
+    F, _, _ = draw_potentials(pred, b_n, Sigma_n, seed)
+    sums = [add_draws(MarginalSums(T, V), F[0, k], pred.transitions[1][k])
+            for k in range(K)]
+    out = sum(w * sk.mean for w, sk in zip(pred.weights, sums))
+    if not stats:
+        return out
+    second = sum(w * sk.square / sk.n_draws for w, sk in zip(pred.weights, sums))
+    mean_entropy = sum(w * sk.entropy / sk.n_draws for w, sk in zip(pred.weights, sums))
     return out, mean_entropy, np.sqrt(np.maximum(second - out ** 2, 0.0))
 
 

@@ -488,3 +488,70 @@ def _ll_grad_ragged_blas(U, offsets, B, start, end, y, gU, gB, fell):
         for t in range(T):
             gU[a + t, y[a + t]] += 1.0
     return out
+
+
+# --------------------------------------- marginals averaged over many draws
+@njit(cache=True, nogil=True)
+def _prepare_kernel(B, E, ET, c, rB):
+    """:func:`_exp_B` of every sample's transitions ``B[k]``."""
+    for k in range(B.shape[0]):
+        c[k], rB[k] = _exp_B(B[k], E[k], ET[k])
+
+
+@njit(cache=True, nogil=True)
+def _lin_backward_unary(X, ET, alpha, s, b, w, acc, unary):
+    """:func:`_lin_backward`'s unary marginals alone (no pairwise sums)."""
+    T, V = X.shape
+    b[:] = 1.0
+    for j in range(V):
+        unary[T - 1, j] = alpha[T - 1, j]
+    for t in range(T - 2, -1, -1):
+        inv = 1.0 / s[t + 1]
+        for j in range(V):
+            w[j] = X[t + 1, j] * b[j] * inv
+        acc[:] = 0.0
+        for j in range(V):
+            wj = w[j]
+            for i in range(V):
+                acc[i] += wj * ET[j, i]
+        for i in range(V):
+            b[i] = acc[i]
+            unary[t, i] = alpha[t, i] * acc[i]
+
+
+@njit(cache=True, nogil=True)
+def _draw_marginals(U, k, B, E, ET, c, rB, Uf, X, alpha, fwd, bwd, m, s, vec, pw, unary):
+    """Unary marginals of draw k into ``unary``: linear space where safe
+    (without the pairwise sums a prediction does not need), else the
+    log-space core, as :func:`_seq` decides."""
+    T, V = unary.shape
+    for t in range(T):
+        for j in range(V):
+            Uf[t, j] = U[k, t, j]
+    if rB[k] <= _SAFE_RANGE and _exp_U(Uf, rB[k], X[:T], m) and \
+            _lin_forward(X[:T], E[k], alpha[:T], s, vec[2]):
+        _lin_backward_unary(X[:T], ET[k], alpha[:T], s, vec[0], vec[1], vec[2], unary)
+    else:
+        _fb_core(Uf, B[k], fwd[:T], bwd[:T], vec[2], unary, pw)
+
+
+@njit(cache=True, nogil=True)
+def _averaged_kernel(U, B, E, ET, c, rB, total, square, entropy):
+    """Add the unary marginals ``p_k`` of the draws ``(U[k], B[k])``
+    (transitions prepared by :func:`_prepare_kernel`) to running sums:
+    ``total += sum_k p_k``, ``square += sum_k p_k^2`` and ``entropy +=
+    sum_k H(p_k)`` per token (nats, ``0 log 0 = 0``)."""
+    S, T, V = U.shape
+    _, _, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw, _, _ = _scratch(T, V, B[:1])
+    unary = np.empty((T, V))
+    for k in range(S):
+        _draw_marginals(U, k, B, E, ET, c, rB, Uf, X, alpha, fwd, bwd, m, s, vec, pw, unary)
+        for t in range(T):
+            h = 0.0
+            for j in range(V):
+                p = unary[t, j]
+                total[t, j] += p
+                square[t, j] += p * p
+                if p > 0.0:
+                    h -= p * math.log(p)
+            entropy[t] += h
