@@ -137,12 +137,18 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
         (the cost per iteration is mostly the covariance algebra). Fewer
         samples are enough for the stochastic optimisers, which draw new
         ones every step.
-    n_predict_samples : int, default=256
+    n_predict_samples : int, default=128
         Posterior samples per sequence averaged by ``predict_marginals``
-        (and by ``predict`` with ``decode="marginal"``). Fewer make the
+        (and by ``predict`` with ``decode="marginal"``), in antithetic
+        pairs (each draw of the noise with its negative), with one set of
+        draws of the transitions shared by all sequences. Fewer make the
         per-token argmax noisy: on the second base NP benchmark fold the
         token error was 5.37 / 5.63 / 5.20 / 5.17 % with 16 / 64 / 256 /
-        1024 samples, from one fit.
+        1024 independent samples, from one fit. The pairs halve the
+        variance of the averaged marginals (median over the 2,779 entries
+        of 60 CoNLL-2000 test sentences: 0.495 of that of as many
+        independent draws), so 128 paired draws are as precise as the
+        former default of 256 independent ones, at half the cost.
     optimizer : {"auto", "lbfgs", "svi", "adam", "sgd", "saga"}, default="auto"
         ``"lbfgs"``: L-BFGS on the fixed-sample ELBO (samples drawn once).
         ``"svi"``: stochastic variational inference in the weight-space
@@ -417,7 +423,7 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
     def __init__(self, *, kernel=None, kernel_variance="cv", approximation="auto",
                  n_inducing=500, inducing="kmeans", n_components=1, posterior="mean_field",
                  likelihood="crf", gradient="pathwise", n_samples="auto",
-                 n_predict_samples=256, optimizer="auto", learning_rate="auto",
+                 n_predict_samples=128, optimizer="auto", learning_rate="auto",
                  batch_size=None, max_iter=300, tol=1e-6, optimize_hyperparameters=False,
                  decode="marginal", jitter=1e-4, transition_prior_var="auto",
                  temperature="auto", n_jobs=None, device="cpu", random_state=None,
