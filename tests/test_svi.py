@@ -194,3 +194,18 @@ def test_split_validation_runs_from_its_size_on():
     assert "error" in gp.temperature_cv_results_
     assert gp.kernel_.variance in gp.variance_cv_results_["variance"]
     assert gp.n_iter_ >= 1
+
+
+def test_temperature_keeps_the_accuracy_of_the_mode():
+    # cv_posterior's accuracy condition: an impossible bar (error 0) leaves
+    # no pair, and the coldest temperature is taken; no bar (error 1) is
+    # the rule without the condition
+    from skgpstruct._gpstruct.posterior_cv import TEMPERATURE_GRID, cv_posterior
+
+    X, y = _model_data(1.0, seed=6, n_sequences=120, n_features=40, n_classes=3, length=5)
+    data = SequenceData.from_sequences(X, y, n_features=X[0].shape[1])
+    free = cv_posterior(data, 3, [0.5, 1.0], random_state=0)
+    loose = cv_posterior(data, 3, [0.5, 1.0], random_state=0, mode_error=1.0)
+    strict = cv_posterior(data, 3, [0.5, 1.0], random_state=0, mode_error=0.0)
+    assert loose[:2] == free[:2]
+    assert strict[1] == min(TEMPERATURE_GRID)

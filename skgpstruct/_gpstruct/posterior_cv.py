@@ -270,7 +270,7 @@ def _fold_scores(fold, n_classes, variances, grid, seed):
 
 
 def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3,
-                 random_state=0, n_jobs=None, n_repeats=1):
+                 random_state=0, n_jobs=None, n_repeats=1, mode_error=None):
     """Prior variance and posterior temperature chosen jointly by K-fold
     validation of the posterior's averaged marginals (log loss, then
     calibration error).
@@ -294,7 +294,11 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     0.27 for the fitted GP), and the rule sits at the coldest temperature
     of any grid.
 
-    The rule: of all ``(variance, T)`` pairs, those whose mean held-out
+    The rule: of all ``(variance, T)`` pairs (with ``mode_error``, only
+    those whose held-out token error is within one binomial standard error
+    of ``mode_error``, the best posterior-mode CRF's on the same folds: the
+    GP is to be no less accurate than the CRF its validation fits; none:
+    the coldest temperature, at the variance of its lowest log loss), those whose mean held-out
     negative log marginal of the true labels is within one standard error
     (over the held-out tokens) of the lowest; of those, the ones whose
     held-out expected calibration error (15 bins of the largest marginal,
@@ -337,6 +341,10 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         token scored once per split, all of them pooled; the standard
         errors of the log loss and the calibration error stay those of the
         distinct tokens).
+    mode_error : float or None, default=None
+        The lowest held-out token error rate of the posterior-mode CRFs on
+        the same folds (``variance_cv_results_["error"].min()``); None: no
+        accuracy condition.
 
     Returns
     -------
@@ -392,12 +400,22 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
                              for j in range(grid.size)]
                             for i in range(variances.size)]).transpose(2, 0, 1)
     ece_se = ece_se * np.sqrt(n_repeats)
-    close = _within_one_se(mean, se)
-    close &= _within_one_se(np.where(close, ece, np.inf), ece_se)
-    # the warmest temperature (grid sorted from 1 down), at it the lowest
-    # calibration error
-    j = int(np.flatnonzero(close.any(axis=0))[0])
-    i = int(np.argmin(np.where(close[:, j], ece[:, j], np.inf)))
+    close = np.ones(mean.shape, dtype=bool)
+    if mode_error is not None:
+        # no less accurate than the best posterior-mode CRF on the same
+        # held-out tokens: its error rate plus one binomial standard error
+        err = 1.0 - correct.mean(axis=2)
+        n = correct.shape[2] / n_repeats
+        close = err <= mode_error + np.sqrt(mode_error * (1.0 - mode_error) / n) + 1e-12
+    if close.any():
+        close &= _within_one_se(np.where(close, mean, np.inf), se)
+        close &= _within_one_se(np.where(close, ece, np.inf), ece_se)
+        # the warmest temperature (grid sorted from 1 down), at it the lowest
+        # calibration error
+        j = int(np.flatnonzero(close.any(axis=0))[0])
+        i = int(np.argmin(np.where(close[:, j], ece[:, j], np.inf)))
+    else:  # none as accurate as the mode: the coldest, nearest the mode
+        i, j = int(np.argmin(mean[:, -1])), grid.size - 1
     results = {"variance": variances, "temperature": grid, "log_loss": mean,
                "log_loss_se": se, "calibration_error": ece,
                "calibration_error_se": ece_se, "mean_scale": scales / n_used}

@@ -229,7 +229,10 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
         prior variance (among those whose posterior-mode CRF's held-out
         error is within one standard error of the lowest), from 1, 0.5,
         0.25, 0.1, 0.05, 0.025 and 0.01: of the ``(sigma^2, T)`` pairs
-        whose held-out marginal log loss is within one standard error of
+        whose held-out token error is within one standard error of the
+        best posterior-mode CRF's (the GP no less accurate than the CRF its
+        validation fits; none: the coldest ``T``), those whose held-out
+        marginal log loss is within one standard error of
         the lowest, and there whose held-out calibration error (ECE, 15
         bins) is within one standard error of the lowest, the warmest ``T``
         (at it the lowest calibration error)

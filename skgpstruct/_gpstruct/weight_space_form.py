@@ -142,8 +142,9 @@ def choose_temperature(data, n_classes, variance, temperature, validation, n_job
     a number; ``"auto"`` with the prior variance validated
     (``validation`` of :func:`prior_variance`) both chosen jointly by
     :func:`~skgpstruct._gpstruct.posterior_cv.cv_posterior` among the
-    variances of ``variance_cv_results_["band"]``; else 1 (the Bayesian
-    posterior)."""
+    variances of ``variance_cv_results_["band"]``, no less accurate than the
+    best posterior-mode CRF of that validation (``mode_error``); else 1 (the
+    Bayesian posterior)."""
     if temperature != "auto":
         return variance, float(temperature), None
     if validation is None or validation[1] is None:
@@ -151,7 +152,8 @@ def choose_temperature(data, n_classes, variance, temperature, validation, n_job
     # the folds of cv_prior_variance, which validated: no CannotValidate
     seed, results = validation
     return cv_posterior(data, n_classes, results["variance"][results["band"]],
-                        random_state=seed, n_jobs=n_jobs)
+                        random_state=seed, n_jobs=n_jobs,
+                        mode_error=float(np.min(results["error"])))
 
 
 def feature_design(X_flat, bias_column):
