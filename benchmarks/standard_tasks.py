@@ -8,7 +8,7 @@ Spanish NER (``esp.train`` / ``esp.testb``) under the data home
 (:func:`skgpstruct.datasets.get_data_home`), every model is fitted on the
 training sentences given as sklearn-crfsuite's tutorial feature dicts
 (``_conll.tutorial_features``) and scored on the test sentences. The models
-come in *families* (``--models``); this script has one so far:
+come in *families* (``--models``):
 
 * ``crf`` (the exact CRF):
 
@@ -22,6 +22,11 @@ come in *families* (``--models``); this script has one so far:
     ``all_possible_transitions`` / ``all_possible_states``: it always has
     the full transition matrix and a weight for every (feature, label)
     pair, plus an unpenalised per-label bias.
+
+* ``gp`` (GPStructTagger at its defaults, the L2 CRFs with ``c2`` chosen on
+  a development set, the tutorial crfsuite as the reference; more columns:
+  ``F1 se``, ``err@80 %``, prediction, marginal and uncertainty times):
+  described in ``_standard_gp.py``, which holds its code.
 
 Each fit runs in a fresh process (``multiprocessing``, "spawn"), which
 loads the data, fits the model once on 20 sentences for one iteration and
@@ -52,7 +57,7 @@ scatter (``nnz x V`` each) plus the chain pass (``3 V^2`` per token).
 Usage::
 
     python benchmarks/standard_tasks.py [--tasks conll2000 conll2002]
-        [--models crf] [--repeats 3] [--n-jobs 1 2] [--max-sentences N]
+        [--models crf gp] [--repeats 3] [--n-jobs 1 2] [--max-sentences N]
         [--name SECTION]
 
 ``--max-sentences N`` keeps the first N training and test sentences (a
@@ -281,13 +286,25 @@ def evaluation_worker(task, n_jobs_list, max_sentences):
 
 #: family -> its models (rows in this order, alternating within a repeat),
 #: the model whose fit time the ratios divide by, and the per-evaluation
-#: timing of the family (None: none); a new family (the GP's) is one more entry
+#: timing of the family (None: none). Optional: ``worker`` (its fits'
+#: ``worker(task, model, n_jobs, max_sentences, context)``, instead of
+#: fit_worker), ``prepare`` (``prepare(task, n_jobs_list, max_sentences)``,
+#: once per task in a process of its own: the ``context``), ``finish``
+#: (``finish(task_rows, runs, context)``: adds its columns to the rows),
+#: ``notes`` (``notes(rows, repeats)``, instead of _notes) and ``columns``
+#: (``{column: [columns inserted after it]}``)
 FAMILIES = {
     "crf": {"models": ["sklearn-crfsuite", "RandomizedCRFTagger"],
             "reference": "sklearn-crfsuite", "evaluation": evaluation_worker,
             "title": "the exact CRF"},
 }
 DEFAULT_FAMILIES = ["crf"]
+
+import _standard_gp  # noqa: E402  (the gp family; imports nothing from here)
+
+MODELS.update({name: Model(**fields) for name, fields in _standard_gp.MODELS.items()
+               if name not in MODELS})
+FAMILIES["gp"] = _standard_gp.FAMILY
 
 
 # --------------------------------------------------------------- the parent
@@ -308,18 +325,22 @@ def configurations(families, n_jobs_list):
     return rows
 
 
-def run_fits(task, configs, repeats, max_sentences):
+def run_fits(task, configs, repeats, max_sentences, workers=None):
     """Every configuration ``repeats`` times, alternating within a repeat.
+
+    ``workers``: ``{model: (worker, extra arguments)}`` for the models of a
+    family with a worker of its own (the others: :func:`fit_worker`).
 
     Returns
     -------
     runs : dict
         ``{(model, n_jobs): [result of each repeat]}`` (:func:`fit_worker`).
     """
-    runs = {c: [] for c in configs}
+    runs, workers = {c: [] for c in configs}, workers or {}
     for r in range(repeats):
         for model, n_jobs in configs:
-            res = in_process(fit_worker, task, model, n_jobs, max_sentences)
+            worker, extra = workers.get(model, (fit_worker, ()))
+            res = in_process(worker, task, model, n_jobs, max_sentences, *extra)
             runs[(model, n_jobs)].append(res)
             print(f"{task} repeat {r + 1}/{repeats} {model} n_jobs={n_jobs}: "
                   f"fit {res['fit s']:.2f} s, {res['iterations']} iterations, "
@@ -419,8 +440,21 @@ def main(argv=None):
     reference = FAMILIES[args.models[0]]["reference"]
     rows, evals, sizes = [], [], {}
     for task in args.tasks:
-        rows += fit_rows(task, run_fits(task, configs, args.repeats, args.max_sentences),
-                         reference)
+        contexts, workers = {}, {}
+        for family in args.models:
+            spec = FAMILIES[family]
+            if spec.get("prepare") is not None:
+                contexts[family] = in_process(spec["prepare"], task, args.n_jobs,
+                                              args.max_sentences)
+            if spec.get("worker") is not None:
+                workers.update({m: (spec["worker"], (contexts.get(family),))
+                                for m in spec["models"]})
+        runs = run_fits(task, configs, args.repeats, args.max_sentences, workers)
+        task_rows = fit_rows(task, runs, reference)
+        for family in args.models:
+            if FAMILIES[family].get("finish") is not None:
+                FAMILIES[family]["finish"](task_rows, runs, contexts.get(family))
+        rows += task_rows
         for family in args.models:
             evaluate = FAMILIES[family]["evaluation"]
             if evaluate is not None:
@@ -428,7 +462,8 @@ def main(argv=None):
                 evals += evaluation_rows(task, result)
                 sizes[task] = {k: result[k] for k in ("sentences", "tokens", "features",
                                                        "labels", "nnz")}
-    notes = _notes(rows, args.repeats)
+    notes = [n for family in args.models
+             for n in (FAMILIES[family].get("notes") or _notes)(rows, args.repeats)]
     notes += [f"{task} training data: " + ", ".join(f"{k} {v}" for k, v in s.items())
               for task, s in sizes.items()]
     more = None
@@ -441,6 +476,10 @@ def main(argv=None):
     columns = ["task", "model", "n_jobs", "F1", "token acc", "log loss", "ECE %",
                "iterations", "fit s", "x crfsuite", "peak MiB", "model MiB",
                "same in repeats"]
+    for family in args.models:
+        for after, more_columns in FAMILIES[family].get("columns", {}).items():
+            at = columns.index(after) + 1
+            columns[at:at] = [c for c in more_columns if c not in columns]
     write_results(SCRIPT, rows, columns, title=title, notes=notes, section=section,
                   extra={"evaluation": evals, "sizes": sizes, "families": args.models,
                          "repeats": args.repeats, "n_jobs": args.n_jobs,

@@ -265,7 +265,7 @@ def _shared_marginals(pred, b_n, Sigma_n, seed, stats):
     (:func:`~skgpstruct.chain.averaged.add_draws`)."""
     K, T, V = b_n.shape
     F, _, _ = draw_potentials(pred, b_n, Sigma_n, seed)
-    sums = [add_draws(MarginalSums(T, V), F[0, k], pred.transitions[1][k])
+    sums = [add_draws(MarginalSums(T, V), F[0, k], pred.transitions[1][k], stats)
             for k in range(K)]
     out = sum(w * sk.mean for w, sk in zip(pred.weights, sums))
     if not stats:

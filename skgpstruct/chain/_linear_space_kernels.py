@@ -536,16 +536,21 @@ def _draw_marginals(U, k, B, E, ET, c, rB, Uf, X, alpha, fwd, bwd, m, s, vec, pw
 
 
 @njit(cache=True, nogil=True)
-def _averaged_kernel(U, B, E, ET, c, rB, total, square, entropy):
+def _averaged_kernel(U, B, E, ET, c, rB, stats, total, square, entropy):
     """Add the unary marginals ``p_k`` of the draws ``(U[k], B[k])``
     (transitions prepared by :func:`_prepare_kernel`) to running sums:
-    ``total += sum_k p_k``, ``square += sum_k p_k^2`` and ``entropy +=
-    sum_k H(p_k)`` per token (nats, ``0 log 0 = 0``)."""
+    ``total += sum_k p_k``, and with ``stats`` ``square += sum_k p_k^2``
+    and ``entropy += sum_k H(p_k)`` per token (nats, ``0 log 0 = 0``)."""
     S, T, V = U.shape
     _, _, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw, _, _ = _scratch(T, V, B[:1])
     unary = np.empty((T, V))
     for k in range(S):
         _draw_marginals(U, k, B, E, ET, c, rB, Uf, X, alpha, fwd, bwd, m, s, vec, pw, unary)
+        if not stats:
+            for t in range(T):
+                for j in range(V):
+                    total[t, j] += unary[t, j]
+            continue
         for t in range(T):
             h = 0.0
             for j in range(V):

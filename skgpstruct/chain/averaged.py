@@ -78,10 +78,12 @@ class MarginalSums:
         return self.total / self.n_draws
 
 
-def add_draws(sums, U, prepared):
+def add_draws(sums, U, prepared, stats=True):
     """Add the marginals of the draws ``U`` (S, T, V) to ``sums`` (a
     :class:`MarginalSums`; returned), draw ``k`` with the transitions of
-    ``prepared`` (a :class:`PreparedTransitions` of ``S`` draws)."""
+    ``prepared`` (a :class:`PreparedTransitions` of ``S`` draws); without
+    ``stats`` only ``total`` (and ``n_draws``), not the squares and
+    entropies."""
     U3, _, _, _, _ = check_potentials(U, prepared.B[0])
     if np.ndim(U) != 3 or U3.shape[0] != prepared.B.shape[0]:
         raise ValueError(f"U must have shape (S, T, V) with S = {prepared.B.shape[0]} "
@@ -89,7 +91,8 @@ def add_draws(sums, U, prepared):
     if U3.shape[1:] != sums.total.shape:
         raise ValueError(f"U has (T, V) = {U3.shape[1:]}, the sums {sums.total.shape}.")
     _lin._averaged_kernel(np.ascontiguousarray(U3), prepared.B, prepared.E, prepared.ET,
-                          prepared.c, prepared.rB, sums.total, sums.square, sums.entropy)
+                          prepared.c, prepared.rB, bool(stats), sums.total, sums.square,
+                          sums.entropy)
     sums.n_draws += U3.shape[0]
     return sums
 
@@ -125,7 +128,7 @@ def averaged_marginals(U, prepared, stats=False):
            [0.5, 0.5]])
     """
     shape = np.shape(U)
-    sums = add_draws(MarginalSums(*shape[-2:]), U, prepared)
+    sums = add_draws(MarginalSums(*shape[-2:]), U, prepared, stats)
     mean = sums.mean
     if not stats:
         return mean
