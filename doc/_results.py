@@ -44,6 +44,8 @@ TITLES = {
     "standard_tasks": "Standard tasks: CoNLL-2000 and CoNLL-2002 against sklearn-crfsuite",
     "crfsuite_parity": "Same settings, same model? Both CRFs scored by one objective",
     "crf_gradient_profile": "One gradient evaluation of the exact CRF, part by part",
+    "learning_curve": "Learning curves on CoNLL-2000 and CoNLL-2002: F1 and ECE by size",
+    "calibration_change": "GPStructTagger on the GPstruct tasks: a change, paired over the folds",
 }
 
 #: Titles of the sections of a script with more than one, by
