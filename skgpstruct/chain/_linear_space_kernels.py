@@ -165,9 +165,9 @@ def _lin_forward(X, E, alpha, s, acc):
 
 
 @njit(cache=True, nogil=True)
-def _lin_backward(X, ET, alpha, s, b, w, acc, unary, M):
+def _lin_backward(X, ET, alpha, s, b, w, acc, unary, M, pairs=True):
     """Backward sweep with the forward scales: unary marginals into
-    ``unary``; ``M += sum_t outer(alpha[t - 1], w[t])`` (the summed pairwise
+    ``unary``; with ``pairs``, ``M += sum_t outer(alpha[t - 1], w[t])`` (the summed pairwise
     marginals are ``E * M``). ``b``, ``w``, ``acc`` are scratch (V,)."""
     T, V = X.shape
     b[:] = 1.0
@@ -177,10 +177,11 @@ def _lin_backward(X, ET, alpha, s, b, w, acc, unary, M):
         inv = 1.0 / s[t + 1]
         for j in range(V):
             w[j] = X[t + 1, j] * b[j] * inv
-        for i in range(V):
-            a = alpha[t, i]
-            for j in range(V):
-                M[i, j] += a * w[j]
+        if pairs:
+            for i in range(V):
+                a = alpha[t, i]
+                for j in range(V):
+                    M[i, j] += a * w[j]
         acc[:] = 0.0
         for j in range(V):
             wj = w[j]
@@ -499,28 +500,7 @@ def _prepare_kernel(B, E, ET, c, rB):
 
 
 @njit(cache=True, nogil=True)
-def _lin_backward_unary(X, ET, alpha, s, b, w, acc, unary):
-    """:func:`_lin_backward`'s unary marginals alone (no pairwise sums)."""
-    T, V = X.shape
-    b[:] = 1.0
-    for j in range(V):
-        unary[T - 1, j] = alpha[T - 1, j]
-    for t in range(T - 2, -1, -1):
-        inv = 1.0 / s[t + 1]
-        for j in range(V):
-            w[j] = X[t + 1, j] * b[j] * inv
-        acc[:] = 0.0
-        for j in range(V):
-            wj = w[j]
-            for i in range(V):
-                acc[i] += wj * ET[j, i]
-        for i in range(V):
-            b[i] = acc[i]
-            unary[t, i] = alpha[t, i] * acc[i]
-
-
-@njit(cache=True, nogil=True)
-def _draw_marginals(U, k, B, E, ET, c, rB, Uf, X, alpha, fwd, bwd, m, s, vec, pw, unary):
+def _draw_marginals(U, k, B, E, ET, c, rB, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw, unary):
     """Unary marginals of draw k into ``unary``: linear space where safe
     (without the pairwise sums a prediction does not need), else the
     log-space core, as :func:`_seq` decides."""
@@ -530,7 +510,7 @@ def _draw_marginals(U, k, B, E, ET, c, rB, Uf, X, alpha, fwd, bwd, m, s, vec, pw
             Uf[t, j] = U[k, t, j]
     if rB[k] <= _SAFE_RANGE and _exp_U(Uf, rB[k], X[:T], m) and \
             _lin_forward(X[:T], E[k], alpha[:T], s, vec[2]):
-        _lin_backward_unary(X[:T], ET[k], alpha[:T], s, vec[0], vec[1], vec[2], unary)
+        _lin_backward(X[:T], ET[k], alpha[:T], s, vec[0], vec[1], vec[2], unary, M, False)
     else:
         _fb_core(Uf, B[k], fwd[:T], bwd[:T], vec[2], unary, pw)
 
@@ -545,7 +525,8 @@ def _averaged_kernel(U, B, E, ET, c, rB, stats, total, square, entropy):
     _, _, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw, _, _ = _scratch(T, V, B[:1])
     unary = np.empty((T, V))
     for k in range(S):
-        _draw_marginals(U, k, B, E, ET, c, rB, Uf, X, alpha, fwd, bwd, m, s, vec, pw, unary)
+        _draw_marginals(U, k, B, E, ET, c, rB, Uf, X, alpha, fwd, bwd, m, s, vec, M, pw,
+                        unary)
         if not stats:
             for t in range(T):
                 for j in range(V):
