@@ -205,46 +205,33 @@ def fit_svi(objective, x, rng, monitor, parallel=None, *, learning_rate, batch_s
     and one seed per sequence. Reports each epoch's estimate of minus the
     ELBO to ``monitor``. Returns ``x`` (a KeyboardInterrupt after the first
     epoch returns the best epoch's, with a FitInterruptedWarning)."""
-    from .._tagging.base import warn_interrupted, warn_max_iter
+    from .._tagging.base import run_epochs
 
     N = objective.N
     batch = int(batch_size or SVI_BATCH_SIZE)
     opt = ProximalAdaGrad(learning_rate, n_rows=objective.D, n_cols=2 * objective.V)
-    monitor.start("AdaGrad (SVI)", unit="epoch", desc="GPStructTagger")
-    previous, best, best_value, interrupted = None, None, np.inf, False
-    try:
-        for _ in range(monitor.max_iter):
-            order = rng.permutation(N)
-            seeds = rng.randint(SEED_MAX, size=N)
-            values = np.empty(N)
-            for k in range(0, N, batch):
-                idx = order[k:k + batch]
-                v, grad = objective.batch(x, idx, seeds[k:k + batch], parallel)
-                values[idx] = v
-                opt.step(x, grad, scale=1.0 / len(idx))
-                objective.clip(x, grad.rows)
-            total = float(values.sum())
-            monitor.report(total)
-            monitor.converged = False
-            if previous is not None:
-                d = previous - values  # per-sequence improvement
-                se = float(np.sqrt(N) * d.std())
-                monitor.converged = bool(d.sum() < _STOP_SE * se)
-            previous = values
-            if total < best_value:
-                best, best_value = x.copy(), total
-            if monitor.converged:
-                break
-    except KeyboardInterrupt:
-        if best is None:
-            raise
-        monitor.close()
-        warn_interrupted("AdaGrad (SVI)", monitor.iter, "epochs")
-        monitor.converged, interrupted = False, True
-        x[:] = best
-    finally:
-        monitor.close()
-    monitor.finish()
-    if not (monitor.converged or interrupted):
-        warn_max_iter("AdaGrad (SVI)", monitor.max_iter, "epochs")
-    return x
+    name = "AdaGrad (SVI)"
+    monitor.start(name, unit="epoch", desc="GPStructTagger")
+    last = {}  # the previous epoch's per-sequence values
+
+    def epoch():
+        order = rng.permutation(N)
+        seeds = rng.randint(SEED_MAX, size=N)
+        values = np.empty(N)
+        for k in range(0, N, batch):
+            idx = order[k:k + batch]
+            v, grad = objective.batch(x, idx, seeds[k:k + batch], parallel)
+            values[idx] = v
+            opt.step(x, grad, scale=1.0 / len(idx))
+            objective.clip(x, grad.rows)
+        total = float(values.sum())
+        monitor.report(total)
+        monitor.converged = False
+        if "values" in last:
+            d = last["values"] - values  # per-sequence improvement
+            se = float(np.sqrt(N) * d.std())
+            monitor.converged = bool(d.sum() < _STOP_SE * se)
+        last["values"] = values
+        return total
+
+    return run_epochs(epoch, x, monitor, name)

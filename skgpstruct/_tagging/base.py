@@ -320,25 +320,47 @@ def fit_epochs(step, x, optimizer, monitor, *, n_sequences, batch_size, rng,
     batch, n_batches = minibatches(n, batch_size)
     name = type(optimizer).__name__
     monitor.start(name, unit="epoch", desc=desc)
+
+    def epoch():
+        order = np.arange(n) if optimizer.fixed_blocks else rng.permutation(n)
+        seeds = rng.randint(SEED_MAX, size=n)
+        total = 0.0
+        for k in range(n_batches):
+            idx = order[k * batch : (k + 1) * batch]
+            value, grad, scale = step(x, idx, seeds[idx])
+            optimizer.step(x, grad, scale=scale, block=k)
+            if project is not None:
+                start, low, high = project
+                np.clip(x[start:], low, high, out=x[start:])
+            total += value
+        if hasattr(optimizer, "synchronize"):
+            optimizer.synchronize(x)
+        if epoch_value is not None:
+            total += epoch_value(x)
+        monitor.report(total)
+        return total
+
+    return run_epochs(epoch, x, monitor, name)
+
+
+def run_epochs(epoch, x, monitor, name):
+    """Run ``epoch()`` (one epoch on ``x`` in place, reporting to
+    ``monitor``; returns the epoch's objective) until the monitor says
+    converged or ``max_iter`` epochs are done; close the monitor and warn
+    (as ``name``) when ``max_iter`` ended the run.
+
+    Returns
+    -------
+    x : ndarray
+        After a KeyboardInterrupt past the first epoch: the parameters at
+        the end of the epoch with the lowest objective, with a
+        :class:`~skgpstruct.optim.FitInterruptedWarning` (an interrupt
+        before it propagates).
+    """
     best, best_value, interrupted = None, np.inf, False
     try:
         for _ in range(monitor.max_iter):
-            order = np.arange(n) if optimizer.fixed_blocks else rng.permutation(n)
-            seeds = rng.randint(SEED_MAX, size=n)
-            total = 0.0
-            for k in range(n_batches):
-                idx = order[k * batch : (k + 1) * batch]
-                value, grad, scale = step(x, idx, seeds[idx])
-                optimizer.step(x, grad, scale=scale, block=k)
-                if project is not None:
-                    start, low, high = project
-                    np.clip(x[start:], low, high, out=x[start:])
-                total += value
-            if hasattr(optimizer, "synchronize"):
-                optimizer.synchronize(x)
-            if epoch_value is not None:
-                total += epoch_value(x)
-            monitor.report(total)
+            total = epoch()
             if best is None:
                 best, best_value = x.copy(), total
             elif total < best_value:
