@@ -249,18 +249,22 @@ def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
         # kernel's variance does); a given number is used as given
         tau2 = temperature * previous["transition_prior_var_"]
     params, active = _start(X, n_classes, temperature * variance, tau2, previous)
-    finish = partial(_fitted_attributes, None, params, variance, temperature, learn,
-                     transition_prior_var, bias_column, active, kernel, jitter,
-                     attributes, data.X_flat.shape[1])
+    # the fitted attributes read _start's parameters (their prior variance,
+    # which a Laplace start shares) whichever start the optimiser takes
+    def finish(objective):
+        return partial(_fitted_attributes, objective, params, variance, temperature, learn,
+                       transition_prior_var, bias_column, active, kernel, jitter,
+                       attributes, data.X_flat.shape[1])
+
     if optimizer == "svi":
         objective = StochasticFeatureELBO(
             X[:, active], data.lengths, data.y_flat, n_classes, temperature=temperature,
             jitter=jitter, n_samples=n_samples, learn=learn)
-        if previous is None:
-            params = laplace_start(data, active, n_classes, variance, temperature, tau2,
-                                   start, bias_column, n_jobs)
-        finish = partial(finish.func, objective, *finish.args[1:])
-        return FitProblem(objective, objective.pack(params), None, None, finish)
+        start_params = params if previous is not None else laplace_start(
+            data, active, n_classes, variance, temperature, tau2, start, bias_column,
+            n_jobs)
+        return FitProblem(objective, objective.pack(start_params), None, None,
+                          finish(objective))
     objective = WeightSpaceObjective(
         lik, X[:, active], data.lengths, data.y_flat, n_classes,
         learn_variance=learn[0], learn_transition_var=learn[1],
@@ -268,8 +272,7 @@ def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
         temperature=temperature)
     x = objective.layout.pack(params)
     box = objective.bounds(x)
-    finish = partial(finish.func, objective, *finish.args[1:])
-    return FitProblem(objective, x, box, box_projection(box), finish)
+    return FitProblem(objective, x, box, box_projection(box), finish(objective))
 
 
 def laplace_start(data, active, n_classes, variance, temperature, tau2, start, bias_column,
