@@ -21,7 +21,8 @@ from ..chain import log_likelihood_grad_ragged, marginals_ragged
 from ..metrics._uncertainty import _binned
 from .prior_variance_cv import _folds, _within_one_se, mode_path
 
-__all__ = ["TEMPERATURE_GRID", "cv_posterior", "cv_temperature"]
+__all__ = ["TEMPERATURE_GRID", "cv_posterior", "cv_temperature", "pair_calibration",
+           "warmest_pair"]
 
 #: Candidate posterior temperatures of :func:`cv_temperature`, 1 (the
 #: Bayesian posterior) down to 0.01 (close to the posterior mode, the CRF),
@@ -246,6 +247,31 @@ def _calibration_error(conf, correct, n_bins=_CV_BINS):
     return float(np.sum(np.abs(conf_sum - acc_sum)) / conf.size), float(se)
 
 
+def pair_calibration(conf, correct):
+    """``(ece, ece_se)`` of every ``(variance, temperature)`` pair: the
+    :func:`_calibration_error` of the held-out tokens ``conf[i, j]``,
+    ``correct[i, j]`` (arrays of shape (n_variances, n_temperatures))."""
+    return np.array([[_calibration_error(conf[i, j], correct[i, j])
+                      for j in range(conf.shape[1])]
+                     for i in range(conf.shape[0])]).transpose(2, 0, 1)
+
+
+def warmest_pair(close, mean, se, ece, ece_se):
+    """``(i, j)`` the rule of :func:`cv_posterior` picks among the pairs
+    ``close`` marks (variances by temperatures, temperatures from 1 down):
+    those whose log loss ``mean`` is within one standard error ``se`` of
+    the lowest, there those whose calibration error is within one
+    ``ece_se`` of the lowest, then the warmest temperature and at it the
+    lowest calibration error; None when ``close`` marks none."""
+    if not close.any():
+        return None
+    close = close & _within_one_se(np.where(close, mean, np.inf), se)
+    close &= _within_one_se(np.where(close, ece, np.inf), ece_se)
+    j = int(np.flatnonzero(close.any(axis=0))[0])
+    i = int(np.argmin(np.where(close[:, j], ece[:, j], np.inf)))
+    return i, j
+
+
 def _posterior_scores(crf, fold, variance, grid, seed):
     """``c_T`` of each temperature of ``grid`` on the training part of
     ``fold`` and the held-out scores (:func:`_held_out_scores`) on its test
@@ -396,9 +422,7 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     # each distinct held-out token is scored n_repeats times (once a split)
     n_distinct = losses.shape[2] / n_repeats
     se = losses.std(axis=2) / np.sqrt(n_distinct)
-    ece, ece_se = np.array([[_calibration_error(conf[i, j], correct[i, j])
-                             for j in range(grid.size)]
-                            for i in range(variances.size)]).transpose(2, 0, 1)
+    ece, ece_se = pair_calibration(conf, correct)
     ece_se = ece_se * np.sqrt(n_repeats)
     close = np.ones(mean.shape, dtype=bool)
     if mode_error is not None:
@@ -407,15 +431,9 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         err = 1.0 - correct.mean(axis=2)
         n = correct.shape[2] / n_repeats
         close = err <= mode_error + np.sqrt(mode_error * (1.0 - mode_error) / n) + 1e-12
-    if close.any():
-        close &= _within_one_se(np.where(close, mean, np.inf), se)
-        close &= _within_one_se(np.where(close, ece, np.inf), ece_se)
-        # the warmest temperature (grid sorted from 1 down), at it the lowest
-        # calibration error
-        j = int(np.flatnonzero(close.any(axis=0))[0])
-        i = int(np.argmin(np.where(close[:, j], ece[:, j], np.inf)))
-    else:  # none as accurate as the mode: the coldest, nearest the mode
-        i, j = int(np.argmin(mean[:, -1])), grid.size - 1
+    pick = warmest_pair(close, mean, se, ece, ece_se)
+    # none as accurate as the mode: the coldest, nearest the mode
+    i, j = pick if pick is not None else (int(np.argmin(mean[:, -1])), grid.size - 1)
     results = {"variance": variances, "temperature": grid, "log_loss": mean,
                "log_loss_se": se, "calibration_error": ece,
                "calibration_error_se": ece_se, "mean_scale": scales / n_used}

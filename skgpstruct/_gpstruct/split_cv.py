@@ -37,10 +37,9 @@ import numpy as np
 
 from .._tagging.crf_solver import CRFSpec, fit_crf
 from .._utils.parallel import small_blas
-from .posterior_cv import (TEMPERATURE_GRID, _calibration_error, _held_out_scores,
-                           _laplace_variances, _mean_scales)
-from .prior_variance_cv import (PRIOR_VARIANCE_GRID, CannotValidate, _error_band,
-                                _held_out, _within_one_se)
+from .posterior_cv import (TEMPERATURE_GRID, _held_out_scores, _laplace_variances,
+                           _mean_scales, pair_calibration, warmest_pair)
+from .prior_variance_cv import PRIOR_VARIANCE_GRID, CannotValidate, _error_band, _held_out
 
 __all__ = ["SPLIT_MIN_SEQUENCES", "split_posterior"]
 
@@ -152,20 +151,15 @@ def split_posterior(data, n_classes, *, grid=PRIOR_VARIANCE_GRID,
     correct = np.stack([sc[2] for sc in scores])
     mean = losses_p.mean(axis=2)
     se = losses_p.std(axis=2) / np.sqrt(losses_p.shape[2])
-    ece, ece_se = np.array([[_calibration_error(conf[i, j], correct[i, j])
-                             for j in range(temps.size)]
-                            for i in range(idx.size)]).transpose(2, 0, 1)
+    ece, ece_se = pair_calibration(conf, correct)
     err = 1.0 - correct.mean(axis=2)
     # no less accurate than the best mode: its error plus one standard error
     rate = errors.min() / n
     close = err <= rate + np.sqrt(rate * (1.0 - rate) / n)
-    if close.any():
-        close &= _within_one_se(np.where(close, mean, np.inf), se)
-        close &= _within_one_se(np.where(close, ece, np.inf), ece_se)
-        j = int(np.flatnonzero(close.any(axis=0))[0])
-        i = int(np.argmin(np.where(close[:, j], ece[:, j], np.inf)))
-    else:
-        i, j = int(np.flatnonzero(idx == best)[0]), temps.size - 1
+    pick = warmest_pair(close, mean, se, ece, ece_se)
+    if pick is None:  # none as accurate: the coldest, at the mode's variance
+        pick = int(np.flatnonzero(idx == best)[0]), temps.size - 1
+    i, j = pick
     temperature_results = {
         "variance": reached[idx], "temperature": temps, "log_loss": mean,
         "log_loss_se": se, "calibration_error": ece, "calibration_error_se": ece_se,
