@@ -16,7 +16,7 @@ from joblib import Parallel, delayed
 from scipy.special import logsumexp
 
 from .. import chain
-from ..chain.averaged import MarginalSums, add_draws
+from ..chain.averaged import MarginalSums, add_sampled_draws
 from .._input.sequences import sequence_seeds
 from .._tagging.predict import entropy, renormalize_rows
 from .._utils.parallel import small_blas
@@ -83,8 +83,13 @@ def _antithetic(rng, K, S, a, b):
     draws has no error linear in the noise (the first-order terms cancel),
     and half as many normals are drawn."""
     P = S // 2
-    e = rng.standard_normal((K, S - P, a, b))
+    e = _antithetic_halves(rng, K, S, a, b)
     return np.concatenate([e[:, :P], -e[:, :P], e[:, P:]], axis=1)
+
+
+def _antithetic_halves(rng, K, S, a, b):
+    """The (K, S - S // 2, a, b) normals that :func:`_antithetic` pairs."""
+    return rng.standard_normal((K, S - S // 2, a, b))
 
 
 def with_shared_transitions(pred):
@@ -261,11 +266,15 @@ def _shared_marginals(pred, b_n, Sigma_n, seed, stats):
     """:func:`_sample_marginals` of a sequence whose draws share the
     transitions (:func:`with_shared_transitions`): the draws of
     :func:`draw_potentials` against the prepared transitions, only the
-    sums of their marginals kept
-    (:func:`~skgpstruct.chain.averaged.add_draws`)."""
+    sums of their marginals kept, the draws made one at a time in the
+    kernel (:func:`~skgpstruct.chain.averaged.add_sampled_draws`)."""
     K, T, V = b_n.shape
-    F, _, _ = draw_potentials(pred, b_n, Sigma_n, seed)
-    sums = [add_draws(MarginalSums(T, V), F[0, k], pred.transitions[1][k], stats)
+    # the draws of draw_potentials, made inside the kernel one at a time
+    C = _unary_factor(Sigma_n, T)
+    e = _antithetic_halves(np.random.default_rng(int(seed) % 2 ** 64), K, pred.n_samples,
+                           V, T)
+    sums = [add_sampled_draws(MarginalSums(T, V), b_n[k], C[k], e[k],
+                              pred.transitions[1][k], pred.scale, stats)
             for k in range(K)]
     out = sum(w * sk.mean for w, sk in zip(pred.weights, sums))
     if not stats:

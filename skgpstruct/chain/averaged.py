@@ -16,11 +16,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import _linear_space_kernels as _lin
+from . import _averaged_kernels as _avg
 from .._input.arrays import check_potentials
 
-__all__ = ["MarginalSums", "PreparedTransitions", "add_draws", "averaged_marginals",
-           "prepare_transitions"]
+__all__ = ["MarginalSums", "PreparedTransitions", "add_draws", "add_sampled_draws",
+           "averaged_marginals", "prepare_transitions"]
 
 
 class PreparedTransitions(NamedTuple):
@@ -49,7 +49,7 @@ def prepare_transitions(B):
     S, V, _ = B.shape
     E, ET = np.empty((S, V, V)), np.empty((S, V, V))
     c, rB = np.empty(S), np.empty(S)
-    _lin._prepare_kernel(B, E, ET, c, rB)
+    _avg._prepare_kernel(B, E, ET, c, rB)
     return PreparedTransitions(B, E, ET, c, rB)
 
 
@@ -90,10 +90,77 @@ def add_draws(sums, U, prepared, stats=True):
                          f"draws, got {np.shape(U)}.")
     if U3.shape[1:] != sums.total.shape:
         raise ValueError(f"U has (T, V) = {U3.shape[1:]}, the sums {sums.total.shape}.")
-    _lin._averaged_kernel(np.ascontiguousarray(U3), prepared.B, prepared.E, prepared.ET,
+    _avg._averaged_kernel(np.ascontiguousarray(U3), prepared.B, prepared.E, prepared.ET,
                           prepared.c, prepared.rB, bool(stats), sums.total, sums.square,
                           sums.entropy)
     sums.n_draws += U3.shape[0]
+    return sums
+
+
+def add_sampled_draws(sums, b, C, e, prepared, scale=1.0, stats=True):
+    """:func:`add_draws` of the antithetic Gaussian draws ``U_k = scale *
+    (b + sign_k L e_i)`` of one sequence's unary potentials, made one at a
+    time inside the kernel (no ``(S, T, V)`` array of draws).
+
+    Parameters
+    ----------
+    sums : MarginalSums
+        Added to and returned.
+    b : ndarray of shape (T, V)
+        The mean of the unary potentials.
+    C : ndarray of shape (nb, d, d)
+        Lower Cholesky factors of the covariance of the potentials
+        flattened label-major (entry ``j T + t`` is token ``t``, label
+        ``j``), block diagonal with ``nb`` blocks, ``nb d = V T``: ``(V, T,
+        T)`` for independent labels, ``(1, V T, V T)`` for a joint one. Only
+        the lower triangles are read.
+    e : ndarray of shape (S - S // 2, V, T)
+        Standard normals. With ``P = S // 2`` draw ``k < P`` is ``+e[k]``,
+        draw ``P + k`` is ``-e[k]``, and for an odd ``S`` the last is
+        ``+e[P]``: the draws of ``concatenate([e[:P], -e[:P], e[P:]])``.
+    prepared : PreparedTransitions
+        ``S`` draws of the transitions (draw ``k`` with ``U_k``), already
+        scaled.
+    scale : float, default=1.0
+        Factor on every unary draw.
+    stats : bool, default=True
+        As in :func:`add_draws`.
+
+    Returns
+    -------
+    sums : MarginalSums
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> prep = prepare_transitions(np.zeros((4, 2, 2)))
+    >>> C = np.eye(3)[None].repeat(2, axis=0)  # (V, T, T), unit variances
+    >>> e = np.random.default_rng(0).standard_normal((2, 2, 3))
+    >>> sums = add_sampled_draws(MarginalSums(3, 2), np.zeros((3, 2)), C, e, prep)
+    >>> sums.n_draws, np.allclose(sums.mean.sum(axis=1), 1.0)
+    (4, True)
+    """
+    S = prepared.B.shape[0]
+    b = np.ascontiguousarray(b, dtype=np.float64)
+    C = np.ascontiguousarray(C, dtype=np.float64)
+    e = np.ascontiguousarray(e, dtype=np.float64)
+    if b.ndim != 2 or b.shape != sums.total.shape:
+        raise ValueError(f"b must have shape {sums.total.shape} (the sums'), got {b.shape}.")
+    T, V = b.shape
+    if C.ndim != 3 or C.shape[1] != C.shape[2] or C.shape[0] * C.shape[1] != V * T:
+        raise ValueError(f"C must have shape (nb, d, d) with nb d = V T = {V * T}, "
+                         f"got {C.shape}.")
+    if e.shape != (S - S // 2, V, T):
+        raise ValueError(f"e must have shape {(S - S // 2, V, T)} for S = {S} draws, "
+                         f"got {e.shape}.")
+    scale = float(scale)
+    if not (np.isfinite(scale) and np.isfinite(b).all() and np.isfinite(C).all()
+            and np.isfinite(e).all()):
+        raise ValueError("b, C, e and scale must be finite.")
+    _avg._sampled_kernel(b, C, e.reshape(S - S // 2, V * T), scale, prepared.B, prepared.E,
+                         prepared.ET, prepared.c, prepared.rB, bool(stats), sums.total,
+                         sums.square, sums.entropy)
+    sums.n_draws += S
     return sums
 
 

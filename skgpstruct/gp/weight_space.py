@@ -222,6 +222,9 @@ class _Blocks:
     def moments(self, m, s, jitter):
         """Means (1, N, V) and per-bucket covariances (n_g, 1, V, T, T)."""
         V = m.shape[1]
+        # C order: a sparse product with a Fortran operand copies it (ravel)
+        # once per call, here once per bucket
+        m, s = np.ascontiguousarray(m), np.ascontiguousarray(s)
         b = np.asarray(self.X @ m)[None]
         Sig = []
         for bk, (P, dense) in zip(self.buckets, self.pairs):
