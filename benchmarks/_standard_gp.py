@@ -34,8 +34,10 @@ sentences (a permutation seeded by :data:`DEV_SEED`), the choice's fits on
 the other nine tenths. The test sentences are never used to choose.
 ``--max-sentences N`` keeps the first N sentences of ``esp.testa`` too.
 
-Besides the columns of ``standard_tasks.py`` each row has: ``F1 se``, the
-paired bootstrap standard error of (its F1 minus the tutorial crfsuite's),
+Besides the columns of ``standard_tasks.py`` each row has: ``F1 se``,
+``log loss se`` and ``ECE se``, the paired bootstrap standard errors of (its
+score minus the tutorial crfsuite's; a note gives GPStructTagger's minus the
+L2 CRF's, with theirs), :mod:`_bootstrap`,
 :data:`BOOTSTRAP_RESAMPLES` resamples of the test sentences with
 replacement (seeded by :data:`BOOTSTRAP_SEED`, the same resamples for every
 row of a task), computed in the parent from the per-sentence predictions of
@@ -71,6 +73,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bootstrap import (chunk_counts, f1_of, paired_se, resample_weights,  # noqa: E402
+                        resampled_scores, sentence_stats, token_stats)
 from _conll import read_columns, tutorial_features  # noqa: E402
 from calibration import _with_unseen_labels  # noqa: E402
 from crfsuite_parity import sentences  # noqa: E402
@@ -416,6 +420,7 @@ def fit_worker(task, model, n_jobs, max_sentences, context):
     predict_s = time.perf_counter() - start
     marginals_s, marginals, labels = spec["marginals"](estimator, Xt)
     result = scores(yt, y_pred, marginals, labels)
+    result["tokens"] = token_stats(yt, *_with_unseen_labels(yt, marginals, labels))
     uncertainty_s, setting = None, {"c2": params.get("c2", TUTORIAL_C2)}
     if model == "GPStructTagger":
         Ft = estimator[:-1].transform(Xt)
@@ -433,31 +438,6 @@ def fit_worker(task, model, n_jobs, max_sentences, context):
 
 
 # ----------------------------------------------------------------- the parent
-def chunk_counts(y_true, y_pred):
-    """Per sentence: gold chunks, predicted chunks, correct ones (conlleval's
-    chunks, :func:`skgpstruct.metrics.extract_chunks`), shape (n, 3)."""
-    counts = np.zeros((len(y_true), 3), dtype=np.int64)
-    for i, (a, b) in enumerate(zip(y_true, y_pred)):
-        ca, cb = extract_chunks(a), extract_chunks(b)
-        counts[i] = len(ca), len(cb), len(ca & cb)
-    return counts
-
-
-def _f1(counts):
-    """Chunk F1 in % of summed ``(gold, predicted, correct)`` counts (the last
-    axis): ``2 correct / (gold + predicted)``, 100 when both are 0."""
-    gold, pred, correct = np.moveaxis(counts, -1, 0)
-    total = gold + pred
-    return np.where(total > 0, 200.0 * correct / np.maximum(total, 1), 100.0)
-
-
-def paired_bootstrap_se(counts, reference, resamples):
-    """Standard error of F1(counts) - F1(reference) over the sentence
-    resamples ``resamples`` (rows of indices)."""
-    diff = _f1(counts[resamples].sum(axis=1)) - _f1(reference[resamples].sum(axis=1))
-    return float(np.std(diff, ddof=1))
-
-
 def _median(values):
     values = [v for v in values if v is not None]
     return float(np.median(values)) if values else float("nan")
@@ -478,18 +458,31 @@ def finish(rows, runs, context):
     """
     yt = context["y_test"]
     ref = runs.get((REFERENCE, 1))
-    n = len(yt)
-    resamples = np.random.default_rng(BOOTSTRAP_SEED).integers(
-        0, n, size=(BOOTSTRAP_RESAMPLES, n))
-    ref_counts = chunk_counts(yt, ref[0]["y_pred"]) if ref and "y_pred" in ref[0] else None
+    W = resample_weights(len(yt), BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED)
+    lengths = [len(seq) for seq in yt]
+    boot = {}  # (model, n_jobs): the resamples' scores
+    for key, results in runs.items():
+        if key[0] in MODELS and "y_pred" in results[0]:
+            boot[key] = resampled_scores(W, chunk_counts(yt, results[0]["y_pred"]),
+                                         sentence_stats(lengths, results[0]["tokens"],
+                                                        N_BINS), N_BINS)
     for row in rows:
         results = runs[(row["model"], row["n_jobs"])]
-        if row["model"] not in MODELS or "y_pred" not in results[0]:
+        if (row["model"], row["n_jobs"]) not in boot:
             continue  # another family's row
-        counts = chunk_counts(yt, results[0]["y_pred"])
-        assert abs(float(_f1(counts.sum(axis=0))) - row["F1"]) < 1e-9
-        row["F1 se"] = (paired_bootstrap_se(counts, ref_counts, resamples)
-                        if ref_counts is not None else float("nan"))
+        mine = boot[(row["model"], row["n_jobs"])]
+        for metric in ("F1", "log loss", "ECE %"):  # the full sample is the row's score
+            assert abs(float(mine[metric][-1]) - row[metric]) < 1e-9, metric
+        se = paired_se(mine, boot[(REFERENCE, 1)]) if (REFERENCE, 1) in boot else {}
+        row["F1 se"] = se.get("F1", float("nan"))
+        row["log loss se"] = se.get("log loss", float("nan"))
+        row["ECE se"] = se.get("ECE %", float("nan"))
+        crf = [k for k in boot if k[0] == "RandomizedCRFTagger L2"]
+        if row["model"] == "GPStructTagger" and crf:
+            other = boot[max(crf, key=lambda k: k[1])]
+            se = paired_se(mine, other)
+            row["minus CRF L2"] = {m: [float(mine[m][-1] - other[m][-1]), se[m]]
+                                   for m in ("F1", "log loss", "ECE %")}
         row["err@80 %"] = results[0]["err@80 %"]
         for key in ("predict s", "marginals s", "uncertainty s"):
             row[key] = _median([r[key] for r in results])
@@ -517,6 +510,7 @@ def finish(rows, runs, context):
             row["chosen"] = f"c1=c2={TUTORIAL_C2:g}"
         for r in results:
             r.pop("y_pred", None)
+            r.pop("tokens", None)
 
 
 def notes(rows, repeats):
@@ -546,9 +540,10 @@ def notes(rows, repeats):
         "has marginal 0: -log 1e-15); err@80 %: token error among the 80 % of test tokens "
         "with the largest top marginal (selective_error, coverage 0.8). Scores of the "
         "first repeat.",
-        f"F1 se: paired bootstrap standard error of (F1 - the tutorial crfsuite's F1), "
-        f"{BOOTSTRAP_RESAMPLES} resamples of the test sentences with replacement (seed "
-        f"{BOOTSTRAP_SEED}, the same resamples for every row), first repeat's predictions.",
+        f"F1 se, log loss se, ECE se: paired bootstrap standard errors of (the row's "
+        f"score - the tutorial crfsuite's), {BOOTSTRAP_RESAMPLES} resamples of the test "
+        f"sentences with replacement (seed {BOOTSTRAP_SEED}, the same resamples for every "
+        "row), first repeat's predictions and marginals (benchmarks/_bootstrap.py).",
         "predict s: predict(X_test) from feature dicts (ours: vectorizer included); "
         "marginals s: crfsuite's CRF.predict_marginals(X_test) (dicts), ours: the "
         "pipeline's transform + the tagger's predict_marginals; x crfsuite marginals: "
@@ -566,6 +561,12 @@ def notes(rows, repeats):
                        f"on {where} training sentences; dev F1 by c2: "
                        + ", ".join(f"{c['c2']:g}: {c['dev F1']:.2f}" for c in r["choice"])
                        + f"; chosen c2 = {r['c2']:g}.")
+    for r in rows:
+        if r.get("minus CRF L2"):
+            out.append(f"{r['task']}: GPStructTagger (n_jobs={r['n_jobs']}) minus "
+                       "RandomizedCRFTagger L2, paired bootstrap as above: " + ", ".join(
+                           f"{m} {d:+.4g} \u00b1 {se:.2g}"
+                           for m, (d, se) in r["minus CRF L2"].items()) + ".")
     keys = ("F1", "token acc", "log loss", "ECE %", "err@80 %", "iterations")
     for model in ("RandomizedCRFTagger L2", "GPStructTagger"):
         by_task = {}
@@ -586,7 +587,8 @@ FAMILY = {
     "title": "GPStructTagger and the L2 CRFs (c2 chosen on a dev set)",
     "worker": fit_worker, "prepare": prepare, "finish": finish, "notes": notes,
     #: column -> the columns inserted after it
-    "columns": {"n_jobs": ["chosen"], "F1": ["F1 se"], "ECE %": ["err@80 %"],
+    "columns": {"n_jobs": ["chosen"], "F1": ["F1 se"], "log loss": ["log loss se"],
+                "ECE %": ["ECE se", "err@80 %"],
                 "x crfsuite": ["predict s", "marginals s", "x crfsuite marginals",
                                "uncertainty s", "uncertainty x marginals"]},
 }
