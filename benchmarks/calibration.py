@@ -7,7 +7,8 @@ featurised by the task's template), on the five folds of ``folds.json``
 sentences and scored on its test sentences by
 
 * token error % of ``predict`` (the model's own labels: Viterbi for the
-  CRFs, the argmax of the marginals for GPStructTagger by default) and of the
+  CRFs; for GPStructTagger its ``decode_``: Viterbi for span labels, the
+  argmax of the marginals for others) and of the
   argmax of the marginals,
 * marginal log loss, multi-class Brier score and expected calibration error
   (15 equal-width bins of the max marginal, in %) of ``predict_marginals``,

@@ -6,9 +6,12 @@ featurised by the task's template with ``CRFppTemplate``), on the five folds
 of ``folds.json`` (the papers' five-fold protocol): token error rate in percent (mean and
 std over folds) and fit / predict seconds per fold, for GPStructTagger with
 its default parameters (or those given with ``--gp-params``; a second row
-predicts from the same fits with ``decode="viterbi"``) and for
+predicts from the same fits with the other decoder: ``decode="auto"``
+decodes span labels, the crfpp paths' ``B``/``I``/``O`` tags, by Viterbi and
+the gpstruct paths' integer labels by the marginals) and for
 sklearn-crfsuite (L-BFGS, c2 in 0.01 / 0.1 / 1, on the same features) in the
-same run. Results go to the section ``default`` of
+same run; chunk F1 (conlleval's) beside the error where the labels are
+span tags. Results go to the section ``default`` of
 ``benchmarks/results/gpstruct_table1.{md,json}`` (``--name KEY``: the
 section ``KEY``).
 
@@ -35,7 +38,7 @@ from _common import add_name_argument, section_key, write_results  # noqa: E402
 from skgpstruct import GPStructTagger  # noqa: E402
 from skgpstruct.datasets import load_benchmark  # noqa: E402
 from skgpstruct.features import CRFppTemplate  # noqa: E402
-from skgpstruct.metrics import token_error_rate  # noqa: E402
+from skgpstruct.metrics import chunk_f1_score, is_span_tagging, token_error_rate  # noqa: E402
 
 #: The defaults before the weight-space form (issue 12), for --baseline.
 BASELINE = {"approximation": "inducing", "kernel_variance": 3.0,
@@ -73,22 +76,30 @@ def _fold_data(bunch, train, test):
     return X_tr, y_tr, X_te, y_te
 
 
+def _scores(y_te, pred):
+    err = 100.0 * token_error_rate(y_te, pred)
+    span = is_span_tagging(np.unique(np.concatenate(y_te)))
+    return err, (100.0 * chunk_f1_score(y_te, pred) if span else float("nan"))
+
+
 def run_gp(X_tr, y_tr, X_te, y_te, params, seed):
+    """Fit once; score ``predict`` with the fitted decoder (``decode_``) and
+    with the other one. Each result: (error %, F1, fit s, predict s, decoder)."""
     gp = GPStructTagger(random_state=seed, **params)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         gp.fit(X_tr, y_tr)
     fit_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    pred = gp.predict(X_te)
-    pred_s = time.perf_counter() - t0
-    gp.set_params(decode="viterbi")
-    t0 = time.perf_counter()
-    pred_v = gp.predict(X_te)
-    pred_v_s = time.perf_counter() - t0
-    return ((100.0 * token_error_rate(y_te, pred), fit_s, pred_s),
-            (100.0 * token_error_rate(y_te, pred_v), fit_s, pred_v_s))
+    out = []
+    first = gp.decode_
+    for dec in (first, "viterbi" if first == "marginal" else "marginal"):
+        gp.set_params(decode=dec)
+        t0 = time.perf_counter()
+        pred = gp.predict(X_te)
+        pred_s = time.perf_counter() - t0
+        out.append((*_scores(y_te, pred), fit_s, pred_s, dec))
+    return out
 
 
 def run_crfsuite(X_tr, y_tr, X_te, y_te, c2):
@@ -103,16 +114,18 @@ def run_crfsuite(X_tr, y_tr, X_te, y_te, c2):
     t0 = time.perf_counter()
     pred = crf.predict(F_te)
     pred_s = time.perf_counter() - t0
-    return 100.0 * token_error_rate([[str(v) for v in t] for t in y_te], pred), fit_s, pred_s
+    return (*_scores([[str(v) for v in t] for t in y_te], pred), fit_s, pred_s)
 
 
 def _summary(model, task, features, results):
     err = np.array([r[0] for r in results])
+    f1 = np.array([r[1] for r in results])
     return {
         "task": task, "features": features, "model": model,
         "error % mean": float(err.mean()), "error % std": float(err.std(ddof=1)) if len(err) > 1 else 0.0,
-        "fit s (median)": float(np.median([r[1] for r in results])),
-        "predict s (median)": float(np.median([r[2] for r in results])),
+        "chunk F1 mean": None if np.isnan(f1).any() else float(f1.mean()),
+        "fit s (median)": float(np.median([r[2] for r in results])),
+        "predict s (median)": float(np.median([r[3] for r in results])),
         "folds": len(results), "per fold": [round(float(e), 3) for e in err],
     }
 
@@ -146,24 +159,26 @@ def main(argv=None):
             for k in args.folds:
                 train, test = bunch.folds[k]
                 X_tr, y_tr, X_te, y_te = _fold_data(bunch, train, test)
-                marginal, viterbi = run_gp(X_tr, y_tr, X_te, y_te, gp_params, seed=k)
-                gp_res.append(marginal)
-                gp_vit.append(viterbi)
+                own, other = run_gp(X_tr, y_tr, X_te, y_te, gp_params, seed=k)
+                gp_res.append(own)
+                gp_vit.append(other)
                 print(f"{task} {features} fold {k}: GPStructTagger error "
-                      f"{marginal[0]:.2f}% (viterbi {viterbi[0]:.2f}%) fit "
-                      f"{marginal[1]:.1f}s", flush=True)
+                      f"{own[0]:.2f}% F1 {own[1]:.2f} ({own[4]}; {other[4]} "
+                      f"{other[0]:.2f}%, F1 {other[1]:.2f}) fit {own[2]:.1f}s",
+                      flush=True)
                 if base:
                     old = dict(BASELINE, n_jobs=gp_params.get("n_jobs"))
                     base_res.append(run_gp(X_tr, y_tr, X_te, y_te, old, seed=k)[0])
                     print(f"    previous defaults: {base_res[-1][0]:.2f}% fit "
-                          f"{base_res[-1][1]:.1f}s", flush=True)
+                          f"{base_res[-1][2]:.1f}s", flush=True)
                 if not args.no_crfsuite:
                     for c2 in args.c2:
                         crf_res[c2].append(run_crfsuite(X_tr, y_tr, X_te, y_te, c2))
                         print(f"    crfsuite c2={c2}: {crf_res[c2][-1][0]:.2f}%", flush=True)
             label = "GPStructTagger" + (f" {gp_params}" if gp_params else "")
-            rows.append(_summary(label, task, features, gp_res))
-            rows.append(_summary(label + ", decode=viterbi (same fits)", task,
+            rows.append(_summary(f"{label} (decode_ {gp_res[0][4]})", task,
+                                 features, gp_res))
+            rows.append(_summary(f"{label}, decode={gp_vit[0][4]} (same fits)", task,
                                  features, gp_vit))
             if base:
                 rows.append(_summary("GPStructTagger, previous defaults "
@@ -174,7 +189,7 @@ def main(argv=None):
                 for c2 in args.c2:
                     rows.append(_summary(f"sklearn-crfsuite c2={c2}", task, features, crf_res[c2]))
     columns = ["task", "features", "model", "error % mean", "error % std",
-               "fit s (median)", "predict s (median)", "folds", "per fold"]
+               "chunk F1 mean", "fit s (median)", "predict s (median)", "folds", "per fold"]
     notes = [f"Papers' Table 1, {t}: {PAPERS[t]}" for t in args.tasks]
     notes.append("gpstruct features: labels -1 mapped to 0 as pygpstruct does.")
     notes.append("CRF++ (crf_learn defaults, template path, 5-fold means, measured "

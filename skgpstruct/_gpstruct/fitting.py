@@ -63,7 +63,7 @@ PARAMETER_CONSTRAINTS = {
     "kernel_variance": [Interval(Real, 0, None, closed="neither"),
                         StrOptions({"cv", "elbo"})],
     "approximation": [StrOptions({"auto", "features", "inducing"})],
-    "decode": [StrOptions({"marginal", "viterbi"})],
+    "decode": [StrOptions({"auto", "marginal", "viterbi"})],
     "jitter": [Interval(Real, 0, None, closed="left")],
     "transition_prior_var": [Interval(Real, 0, None, closed="neither"),
                              StrOptions({"auto", "elbo"})],

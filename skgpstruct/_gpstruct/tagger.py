@@ -5,8 +5,10 @@ estimator over the functions of :mod:`.fitting`, :mod:`.weight_space_form`,
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
 
 from .._tagging.base import SequenceTaggerMixin
+from ..metrics._sequence import is_span_tagging
 from .._utils.seeds import SEED_MAX
 from . import inducing_form, weight_space_form
 from .fitting import (PARAMETER_CONSTRAINTS, check_memory, check_params, optimize,
@@ -196,10 +198,15 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
         (``kernel_`` becomes ``ConstantKernel(c) * kernel``, ``c`` in
         [1e-5, 1e5], the jitter scaled by ``c`` too). Weight-space form:
         True or ``"scale"`` learn the LinearKernel's variance.
-    decode : {"marginal", "viterbi"}, default="marginal"
+    decode : {"auto", "marginal", "viterbi"}, default="auto"
         ``predict`` takes the per-token argmax of the averaged marginals
-        (minimum expected Hamming loss), or runs Viterbi on the posterior
-        mean potentials.
+        (``"marginal"``: the least expected number of token errors), or
+        runs Viterbi on the posterior mean potentials (``"viterbi"``: one
+        consistent path, as a CRF decodes). ``"auto"``: Viterbi when the
+        labels encode spans (:func:`~skgpstruct.metrics.is_span_tagging`:
+        ``B-NP``, ``I-PER``, ``O``, ...), which are scored by span F1 and
+        whose tags must agree along the path, else the marginals. The
+        decoder used is ``decode_``.
     jitter : float, default=1e-4
         Added to the diagonal of the kernel matrices.
     transition_prior_var : "auto", "elbo" or float, default="auto"
@@ -379,6 +386,9 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
         sklearn's MLP. One value per iteration / epoch run
         (``len(loss_curve_) == n_iter_``); an epoch's value is the sum of
         its minibatches' estimates.
+    decode_ : str
+        The decoder of ``predict``: ``decode``, ``"auto"`` resolved from
+        ``classes_`` (``"viterbi"`` for span labels, else ``"marginal"``).
     predict_seed_ : int
         Drawn at the end of ``fit``. The posterior draws behind
         ``predict_marginals``, ``predict`` (``decode="marginal"``),
@@ -428,7 +438,7 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
                  likelihood="crf", gradient="pathwise", n_samples="auto",
                  n_predict_samples=128, optimizer="auto", learning_rate="auto",
                  batch_size=None, max_iter=300, tol=1e-6, optimize_hyperparameters=False,
-                 decode="marginal", jitter=1e-4, transition_prior_var="auto",
+                 decode="auto", jitter=1e-4, transition_prior_var="auto",
                  temperature="auto", n_jobs=None, device="cpu", random_state=None,
                  verbose=0, warm_start=False):
         self.kernel = kernel
@@ -506,8 +516,18 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
         """The fitted posterior, as :mod:`.predict` and :mod:`.information_gain` read it."""
         return predictive(vars(self), self._potential_scale, **self.get_params(deep=False))
 
+    @property
+    def decode_(self):
+        """The decoder ``predict`` uses: ``decode``, with ``"auto"``
+        resolved from ``classes_`` (``"viterbi"`` for span labels,
+        :func:`~skgpstruct.metrics.is_span_tagging`, else ``"marginal"``)."""
+        check_is_fitted(self, "classes_")
+        if self.decode != "auto":
+            return self.decode
+        return "viterbi" if is_span_tagging(self.classes_) else "marginal"
+
     def _decoder(self):
-        return self.decode
+        return self.decode_
 
     def _decode_potentials(self, data):
         return decode_potentials(self._predictive(), data)

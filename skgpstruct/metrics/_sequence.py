@@ -34,6 +34,7 @@ __all__ = [
     "flat_classification_report",
     "chunk_f1_score",
     "extract_chunks",
+    "is_span_tagging",
     "flat_accuracy",
     "token_error",
     "sequence_accuracy",
@@ -353,6 +354,48 @@ def extract_chunks(tags):
     if start is not None:
         chunks.add((ctype, start, len(tags)))
     return chunks
+
+
+def is_span_tagging(labels):
+    """Whether a label set encodes spans (chunks, entities) as
+    :func:`extract_chunks` reads them.
+
+    True when every label is a string that is ``O`` or a span tag (a
+    ``B``, ``I``, ``E`` or ``S`` prefix, alone or followed by ``-`` or
+    ``_`` and a type: ``B-NP``, ``I_PER``, ``B``), and some label is an
+    ``I`` or ``E`` tag (a span may cover more than one token). Such tasks
+    are scored by span F1 (:func:`chunk_f1_score`), for which the labels of
+    one path must agree with each other; GPStructTagger's
+    ``decode="auto"`` decodes them by Viterbi.
+
+    Parameters
+    ----------
+    labels : array-like
+        The label set (e.g. a tagger's ``classes_``).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> is_span_tagging(["B-NP", "I-NP", "O"]), is_span_tagging(["B", "I", "O"])
+    (True, True)
+    >>> is_span_tagging(["DT", "IN", "NN"]), is_span_tagging([0, 1, 2])
+    (False, False)
+    """
+    prefixes = set()
+    for label in labels:
+        if not isinstance(label, str):
+            return False
+        if label == "O":
+            continue
+        if label in ("B", "I", "E", "S") or (
+                len(label) > 2 and label[0] in "BIES" and label[1] in "-_"):
+            prefixes.add(label[0])
+        else:
+            return False
+    return bool(prefixes & {"I", "E"})
 
 
 def chunk_f1_score(y_true, y_pred, *, return_precision_recall=False):
