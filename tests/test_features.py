@@ -366,6 +366,19 @@ def test_sequence_vectorizer_unseen_dense_dtype_and_zeros():
     assert xs.nnz == 1  # zero values are not stored
 
 
+def test_sequence_vectorizer_min_freq():
+    X = [[{"w": "a", "x": 2.0}, {"w": "b"}], [{"w": "a"}, {"w": "c", "x": 1.0}]]
+    full = SequenceVectorizer().fit(X)
+    assert full.feature_names_ == ["w=a", "w=b", "w=c", "x"]
+    cut = SequenceVectorizer(min_freq=1, sort=False)
+    Xt = cut.fit_transform(X)
+    assert cut.feature_names_ == ["w=a", "x"]  # each seen twice; b and c once
+    np.testing.assert_array_equal(Xt[0].toarray(), [[1, 2], [0, 0]])
+    np.testing.assert_array_equal(cut.transform(X)[1].toarray(), Xt[1].toarray())
+    with pytest.raises(ValueError, match="min_freq=2 drops every feature"):
+        SequenceVectorizer(min_freq=2).fit(X)
+
+
 @pytest.mark.parametrize(
     "X, exc, match",
     [

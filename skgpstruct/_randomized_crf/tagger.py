@@ -224,21 +224,18 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
 
     See Also
     --------
-    skgpstruct.chain.randomized.randomized_log_partition : the estimator of
-        ``log Z`` used in training.
+    skgpstruct.chain.randomized.randomized_log_partition : training's log Z.
 
     Notes
     -----
     Features that are zero in every training token get zero weights (their
-    optimum under the penalty) and are left out of the optimisation, so
-    a large sparse vocabulary costs only the features the training data
-    uses. The randomized loss of a chunk of sequences is
+    optimum under the penalty) and are left out of the optimisation: a large
+    sparse vocabulary costs only the features the training data uses. The
+    randomized loss of a chunk of sequences is
     :func:`skgpstruct.chain.randomized.randomized_loss_grad_ragged` (one
-    numba pass, or one GPU launch), which draws each sequence's sub-lattice
-    from its own seed, as
-    :func:`~skgpstruct.chain.randomized.randomized_marginals` would with
-    ``force`` set to the gold labels; the per-label bias is not penalised
-    (sklearn-crfsuite has no bias).
+    numba pass, or one GPU launch), drawing each sequence's sub-lattice from
+    its own seed as :func:`~skgpstruct.chain.randomized.randomized_marginals`
+    would with ``force`` set to the gold labels.
 
     References
     ----------
@@ -423,6 +420,7 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
                 params = self._fit_minibatch(data, spec, init, optimizer, rng, parallel,
                                              monitor, backend)
         self.loss_history_ = monitor.history
+        self._iteration_times = monitor.times  # wall clock: for crfsuite.CRF's log
         self.n_iter_ = monitor.iter
         self._store_params(params)
 

@@ -75,6 +75,8 @@ class ConvergenceMonitor:
     history : list of float
         The reported objective values, in order (the estimators'
         ``loss_curve_``).
+    times : list of float
+        Seconds from the monitor's creation to each report.
     iter : int
         Number of values reported (L-BFGS: scipy's iteration count).
     converged : bool
@@ -105,6 +107,8 @@ class ConvergenceMonitor:
         self.name = name
         self.optimizer = None
         self.history = []
+        self.times = []
+        self._t0 = time.perf_counter()
         self.iter = 0
         self.converged = False
         self._settled = 0
@@ -144,6 +148,7 @@ class ConvergenceMonitor:
             self._settled = self._settled + 1 if improvement < self.tol else 0
             self.converged = self._settled >= self.patience
         self.history.append(value)
+        self.times.append(time.perf_counter() - self._t0)
         self.iter += 1
         if self.verbose:
             if not self._started:

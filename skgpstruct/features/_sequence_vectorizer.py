@@ -8,10 +8,11 @@ numeric feature matrices with
 import math
 from array import array
 from collections.abc import Mapping
-from numbers import Number
+from numbers import Number, Real
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils._param_validation import Interval
 
 from ._common import _check_sequence, _check_sequence_list, _SequenceFeatures
 
@@ -156,6 +157,12 @@ class SequenceVectorizer(_SequenceFeatures, auto_wrap_output_keys=None):
         Return CSR matrices; dense ndarrays if False.
     sort : bool, default=True
         Order the features by name; otherwise in order of first appearance.
+    min_freq : float, default=0
+        Keep only the features that occur more than ``min_freq`` times in
+        the training tokens (an occurrence: one entry of a token, whatever
+        its value), as CRFsuite's ``feature.minfreq`` cut-off (which counts
+        attribute-label pairs; here the attribute alone). 0 keeps every
+        feature.
 
     Attributes
     ----------
@@ -194,14 +201,17 @@ class SequenceVectorizer(_SequenceFeatures, auto_wrap_output_keys=None):
         "separator": [str],
         "sparse": ["boolean"],
         "sort": ["boolean"],
+        "min_freq": [Interval(Real, 0, None, closed="left")],
     }
     _input_tag = "dict"
 
-    def __init__(self, *, dtype=np.float64, separator="=", sparse=True, sort=True):
+    def __init__(self, *, dtype=np.float64, separator="=", sparse=True, sort=True,
+                 min_freq=0):
         self.dtype = dtype
         self.separator = separator
         self.sparse = sparse
         self.sort = sort
+        self.min_freq = min_freq
 
     def _read(self, X, fitting):
         """Check the sequences; return their entries as :class:`_Entries`:
@@ -234,12 +244,23 @@ class SequenceVectorizer(_SequenceFeatures, auto_wrap_output_keys=None):
         """Set the vocabulary from the training entries."""
         if not read.names:
             raise ValueError("No feature found in X: every token is empty.")
-        names = sorted(read.names) if self.sort else list(read.names)
+        names = list(read.names)
+        if self.min_freq > 0:
+            freq = np.bincount(np.frombuffer(read.codes, dtype=np.int64),
+                               minlength=len(names))
+            names = [name for name, f in zip(names, freq) if f > self.min_freq]
+            if not names:
+                raise ValueError(
+                    f"min_freq={self.min_freq} drops every feature: none occurs more "
+                    f"than {self.min_freq} times in the training tokens."
+                )
+        if self.sort:
+            names.sort()
         self.feature_names_ = names
         self.vocabulary_ = {f: i for i, f in enumerate(names)}
         vocab = self.vocabulary_
-        read.recode = np.fromiter((vocab[name] for name in read.names), dtype=np.int64,
-                                  count=len(names))
+        read.recode = np.fromiter((vocab.get(name, -1) for name in read.names),
+                                  dtype=np.int64, count=len(read.names))
 
     def _transform_read(self, read):
         codes = np.frombuffer(read.codes, dtype=np.int64)

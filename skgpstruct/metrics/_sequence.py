@@ -31,6 +31,7 @@ __all__ = [
     "flat_f1_score",
     "flat_precision_score",
     "flat_recall_score",
+    "flat_fbeta_score",
     "flat_classification_report",
     "chunk_f1_score",
     "extract_chunks",
@@ -280,6 +281,34 @@ flat_precision_score = _sklearn_score(
 flat_recall_score = _sklearn_score(
     "flat_recall_score", "recall_score", "recall",
     'float(flat_recall_score([["B", "I"], ["O"]], [["B", "B"], ["O"]], average="macro"))')
+
+
+
+def _fbeta(y_true, y_pred, beta, **kwargs):
+    return skm.fbeta_score(y_true, y_pred, beta=beta, **kwargs)
+
+
+flat_fbeta_score = _flat_metric(
+    "flat_fbeta_score", "fbeta_score", _fbeta,
+    summary="Token-level F-beta score (keyword arguments as "
+            "``sklearn.metrics.fbeta_score``), as sklearn-crfsuite's.",
+    params="""\
+    beta : float
+        Weight of recall against precision.
+    **kwargs
+        ``average``, ``labels``, ... passed to :func:`sklearn.metrics.fbeta_score`.
+""",
+    returns="""\
+    score : float or ndarray
+""",
+    examples="""\
+    Examples
+    --------
+    >>> from skgpstruct.metrics import flat_fbeta_score
+    >>> float(flat_fbeta_score([["B", "I"], ["O"]], [["B", "B"], ["O"]], 1, average="micro"))
+    0.666...
+""",
+)
 
 flat_classification_report = _flat_metric(
     "flat_classification_report", "classification_report", _report,
