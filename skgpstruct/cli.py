@@ -7,8 +7,8 @@ The console script ``skgpstruct`` (and ``python -m skgpstruct``) runs
   file (the last column is the label) or a CoNLL-U file, with the features
   of a CRF++ template (``--template``) or, without one, the word-form
   features of :class:`~skgpstruct.features.WordFeatures` (column 0), and
-  saves the fitted pipeline and its metadata with joblib, as CRF++'s
-  ``crf_learn``;
+  saves the fitted pipeline and its metadata with :func:`skgpstruct.save`
+  (no pickles), as CRF++'s ``crf_learn``;
 * ``skgpstruct tag -m MODEL [-v 0|1|2] [-n N] FILE`` prints the labelled file
   in the layout of CRF++'s ``crf_test``;
 * ``skgpstruct eval GOLD [PRED]`` prints the token accuracy, per-label
@@ -18,8 +18,8 @@ The console script ``skgpstruct`` (and ``python -m skgpstruct``) runs
 Exit status: 0 on success, 2 for a usage error (argparse), 1 for bad data
 or a bad model file; errors are one line on stderr. A model file is read
 only by a package of the same ``major.minor`` version as the one that wrote
-it (see :mod:`skgpstruct._cli._model`); model files are pickles, so load
-only files you trust.
+it (see :mod:`skgpstruct._cli._model`); model files hold no pickles, so a
+file from someone else is safe to open.
 
 The demo is the package's main job on built-in data: it draws sequences from
 a random linear-chain model (:func:`skgpstruct.datasets.make_chain_data`),

@@ -298,9 +298,9 @@ def test_conllu_train_and_tag(capsys, tmp_path):
 
 
 def _rewrite(src, dst, **changes):
-    model = joblib.load(src)
+    model = skgpstruct.load(src)
     model.update(changes)
-    joblib.dump(model, dst)
+    skgpstruct.save(model, dst)
 
 
 def test_version_rule(files, capsys, tmp_path):
@@ -319,11 +319,14 @@ def test_version_rule(files, capsys, tmp_path):
 
 
 def test_refuses_files_that_are_not_models(files, capsys, tmp_path):
-    joblib.dump({"pipeline": None}, tmp_path / "dict.skg")
+    joblib.dump({"pipeline": None}, tmp_path / "dict.skg")  # the old pickle-based files
     joblib.dump([1, 2], tmp_path / "list.skg")
+    skgpstruct.save({"pipeline": None}, tmp_path / "safe_dict.skg")
+    skgpstruct.save([1, 2], tmp_path / "safe_list.skg")
     (tmp_path / "text.skg").write_text("not a model\n")
     (tmp_path / "empty.skg").write_bytes(b"")
-    for name in ("dict.skg", "list.skg", "text.skg", "empty.skg", "missing.skg"):
+    for name in ("dict.skg", "list.skg", "safe_dict.skg", "safe_list.skg", "text.skg",
+                 "empty.skg", "missing.skg"):
         status, out, err = run(["tag", "-m", str(tmp_path / name),
                                 str(files / "train.data")], capsys)
         assert status == 1 and out == ""

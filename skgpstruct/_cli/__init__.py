@@ -4,8 +4,9 @@
 
 * ``_common``: the error type of the command line, input decoding (files or
   stdin), column files and warnings relayed as one-line messages;
-* ``_model``: the model file (a joblib dict of the fitted pipeline and its
-  metadata) and the version rule applied when it is loaded;
+* ``_model``: the model file (a dict of the fitted pipeline and its
+  metadata, :func:`skgpstruct.save`'s format) and the version rule applied
+  when it is loaded;
 * ``_train``: ``skgpstruct train`` (data, features, tagger, pipeline);
 * ``_tag``: ``skgpstruct tag`` (crf_test's output, ``-v`` and ``-n``);
 * ``_eval_input``: ``skgpstruct eval``'s input (plain, ``-v1`` / ``-v2``

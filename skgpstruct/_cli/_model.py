@@ -1,7 +1,9 @@
-"""Model files of the command line: a joblib dict of the fitted pipeline and
-its metadata, and the version rule applied when one is loaded.
+"""Model files of the command line: a dict of the fitted pipeline and its
+metadata written by :func:`skgpstruct.save` (no pickles: a model file from
+someone else is safe to open), and the version rule applied when one is
+loaded.
 
-A model file is ``joblib.dump`` of a dict with the keys
+A model file holds a dict with the keys
 
 * ``MODEL_KEY`` (``"skgpstruct_model"``): the layout of the dict, an int
   (:data:`FILE_FORMAT`);
@@ -19,8 +21,8 @@ A model file is ``joblib.dump`` of a dict with the keys
 **Version rule**: a model is read only by a package whose ``major.minor``
 version equals that of the package that wrote it (``0.1.0`` reads models of
 ``0.1.3`` and of ``0.1.0.dev0``, not those of ``0.2.0``), because the fitted
-estimators' attributes may change between minor versions. Model files are
-pickles: load only files you trust.
+estimators' attributes may change between minor versions. The pickle-based
+files of earlier versions are refused with a message that says to retrain.
 """
 
 import os
@@ -74,9 +76,7 @@ def save_model(path, pipeline, **metadata):
     model : dict
         What was written.
     """
-    import joblib
-
-    from .. import __version__
+    from .. import __version__, save
 
     model = {
         MODEL_KEY: FILE_FORMAT,
@@ -85,7 +85,10 @@ def save_model(path, pipeline, **metadata):
         **metadata,
         "pipeline": pipeline,
     }
-    joblib.dump(model, path, compress=3)
+    try:
+        save(model, path)
+    except ValueError as exc:  # ModelFileError: nothing safe to write
+        raise CLIError(str(exc)) from None
     return model
 
 
@@ -136,9 +139,7 @@ def load_model(path):
         written by a package of another ``major.minor`` version (module
         docstring).
     """
-    import joblib
-
-    from .. import __version__
+    from .. import __version__, load
 
     name = os.fspath(path)
     if os.path.isdir(path):
@@ -147,16 +148,13 @@ def load_model(path):
         raise CLIError(f"{name}: no such model file.")
     try:
         with relay_warnings("tag"):
-            model = joblib.load(path)
-    except Exception as exc:  # any unpickling failure: not a model we can read
-        raise CLIError(
-            f"{name} is not a skgpstruct model file, or one that this version "
-            f"cannot read ({type(exc).__name__}); train one with 'skgpstruct train'."
-        ) from None
+            model = load(path)
+    except ValueError as exc:  # ModelFileError: refused, nothing was run
+        raise CLIError(f"{exc} To make a model file: 'skgpstruct train'.") from None
     if not isinstance(model, dict) or MODEL_KEY not in model:
         raise CLIError(
-            f"{name} is not a skgpstruct model file (a joblib file without the "
-            "skgpstruct header); train one with 'skgpstruct train'."
+            f"{name} is a skgpstruct model file but not a command-line one (no "
+            f"{MODEL_KEY!r} header); train one with 'skgpstruct train'."
         )
     written = model.get("version")
     if major_minor(written) is None or major_minor(written) != major_minor(__version__):
