@@ -2,9 +2,14 @@
 ``benchmarks/results/calibration.json`` against another, paired over the
 folds (nothing is refitted).
 
+``error %`` is that of ``predict`` (the tagger's ``decode_``: Viterbi for
+span labels, the crfpp paths' B / I / O tags, since ``decode="auto"``),
+``argmax error %`` that of the argmax of the marginals (the same fits).
+
 For each task and feature path, GPStructTagger's rows of the section
 ``--after`` against those of ``--before`` (default ``default``): for token
-error, log loss and ECE (lower is better), the mean per-fold difference
+error, the argmax of the marginals' token error, log loss and ECE (lower is
+better), the mean per-fold difference
 (after minus before, the same fold's test sentences), its standard error
 over the folds, ``t = mean / SE`` and whether the change is within two
 standard errors (``|mean| <= 2 SE``) or better; the mean over the task /
@@ -34,7 +39,7 @@ from _common import add_name_argument, read_section, section_key, write_results 
 
 from tests._paired import paired  # noqa: E402
 
-METRICS = ("error %", "log loss", "ECE %")
+METRICS = ("error %", "argmax error %", "log loss", "ECE %")
 GP = "GPStructTagger"
 
 

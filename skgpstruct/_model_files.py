@@ -30,6 +30,7 @@ and whose format version is at least the file's.
 import io
 import json
 import math
+import re
 import zipfile
 import zlib
 from datetime import datetime, timezone
@@ -88,11 +89,9 @@ def _version():
 
 
 def _major_minor(version):
-    parts = str(version).split(".")
-    try:
-        return int(parts[0]), int(parts[1])
-    except (IndexError, ValueError):
-        return None
+    """``(major, minor)`` of a version string, or None if it has none."""
+    m = re.match(r"(\d+)\.(\d+)", version) if isinstance(version, str) else None
+    return None if m is None else (int(m.group(1)), int(m.group(2)))
 
 
 # ----------------------------------------------------------------- saving

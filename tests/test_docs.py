@@ -35,6 +35,7 @@ EXPECTED_EXAMPLES = {
     "plot_randomized_many_labels.py",
     "plot_inspection.py",
     "plot_pipeline_grid_search.py",
+    "plot_crfsuite_tutorial.py",
 }
 
 

@@ -26,16 +26,15 @@ files of earlier versions are refused with a message that says to retrain.
 """
 
 import os
-import re
 from datetime import datetime, timezone
 
+from .._model_files import _major_minor
 from ._common import CLIError, relay_warnings
 
 __all__ = ["FILE_FORMAT", "MODEL_KEY", "load_model", "major_minor", "save_model"]
 
 MODEL_KEY = "skgpstruct_model"
 FILE_FORMAT = 1
-_VERSION = re.compile(r"(\d+)\.(\d+)")
 
 
 def major_minor(version):
@@ -54,8 +53,7 @@ def major_minor(version):
     >>> major_minor("0.1.0.dev0"), major_minor("12.3"), major_minor("x")
     ((0, 1), (12, 3), None)
     """
-    m = _VERSION.match(version) if isinstance(version, str) else None
-    return None if m is None else (int(m.group(1)), int(m.group(2)))
+    return _major_minor(version)
 
 
 def save_model(path, pipeline, **metadata):

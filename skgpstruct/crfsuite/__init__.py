@@ -14,7 +14,7 @@ same names. The side-by-side table of every method and attribute is in the
 documentation's "Coming from sklearn-crfsuite" page.
 """
 
-from . import metrics, scorers
+from . import metrics, scorers  # noqa: F401  (crfsuite.metrics after "import crfsuite")
 from ._estimator import CRF, TrainingLog
 
 __all__ = ["CRF", "TrainingLog"]
