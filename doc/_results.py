@@ -46,6 +46,7 @@ TITLES = {
     "crf_gradient_profile": "One gradient evaluation of the exact CRF, part by part",
     "learning_curve": "Learning curves on CoNLL-2000 and CoNLL-2002: F1 and ECE by size",
     "calibration_change": "GPStructTagger on the GPstruct tasks: a change, paired over the folds",
+    "crfsuite_tutorial": "sklearn-crfsuite's tutorial with only the import changed",
 }
 
 #: Titles of the sections of a script with more than one, by

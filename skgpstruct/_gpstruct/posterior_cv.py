@@ -20,6 +20,7 @@ from .._utils.parallel import small_blas
 from ..chain import log_likelihood_grad_ragged, marginals_ragged
 from ..metrics._uncertainty import _binned
 from .prior_variance_cv import _folds, _within_one_se, mode_path
+from .span_decoder import SpanScorer, pick_with_decoder
 
 __all__ = ["TEMPERATURE_GRID", "cv_posterior", "cv_temperature", "pair_calibration",
            "warmest_pair"]
@@ -208,7 +209,8 @@ def _held_out_scores(crf, s_w, s_b, scales, data, temperatures, rng):
     largest marginal) and whether the argmax is right (each one row per
     temperature, one column per token whose label ``crf`` knows) under the
     Laplace posterior of ``crf`` scaled by each temperature, its mean by
-    the matching ``scales`` (common draws)."""
+    the matching ``scales`` (common draws), and the argmax's label codes
+    (one row per temperature, one column per token)."""
     V = crf.labels.size
     known = np.isin(data.y_flat, crf.labels)
     Y = np.where(known, np.minimum(np.searchsorted(crf.labels, data.y_flat), V - 1), 0)
@@ -227,13 +229,14 @@ def _held_out_scores(crf, s_w, s_b, scales, data, temperatures, rng):
             U, lens, B = _batched(U0, B0, lengths, c, noise)
             P_all[i] += marginals_ragged(U, lens, B)[0].reshape(len(group),
                                                                 *U0.shape).sum(axis=0)
+    pred = crf.labels[P_all.argmax(axis=2)]
     for i, P in enumerate(P_all):
         P = P[known] / _CV_SAMPLES
         p_true = P[np.arange(P.shape[0]), Y[known]]
         losses[i] = -np.log(np.clip(p_true, 1e-12, 1.0))
         conf[i] = P.max(axis=1)
         correct[i] = P.argmax(axis=1) == Y[known]
-    return losses, conf, correct
+    return losses, conf, correct, pred
 
 
 def _calibration_error(conf, correct, n_bins=_CV_BINS):
@@ -272,31 +275,46 @@ def warmest_pair(close, mean, se, ece, ece_se):
     return i, j
 
 
-def _posterior_scores(crf, fold, variance, grid, seed):
+def _posterior_scores(crf, fold, variance, grid, seed, scorer=None):
     """``c_T`` of each temperature of ``grid`` on the training part of
-    ``fold`` and the held-out scores (:func:`_held_out_scores`) on its test
-    part, under the Laplace posterior of the mode ``crf``; the draws from
-    ``seed``."""
+    ``fold``, the held-out scores (:func:`_held_out_scores`) on its test
+    part, under the Laplace posterior of the mode ``crf`` (the draws from
+    ``seed``), and with a :class:`~skgpstruct._gpstruct.span_decoder.SpanScorer`
+    of the test part the span counts ``(viterbi, marginal)`` of the mode's
+    Viterbi paths (3,) and of the marginals' argmax per temperature (n_T, 3)."""
     train, test = fold
     s_w, s_b = _laplace_variances(crf, train, variance)
     draws = np.random.default_rng(seed)
     c = _mean_scales(crf, s_w, s_b, train, grid, variance, draws)
-    return c, _held_out_scores(crf, s_w, s_b, c, test, grid, draws)
+    scores = _held_out_scores(crf, s_w, s_b, c, test, grid, draws)
+    return c, scores, span_counts(scorer, crf, scores[3])
 
 
-def _fold_scores(fold, n_classes, variances, grid, seed):
+def span_counts(scorer, crf, pred):
+    """``(viterbi, marginal)`` span counts of the mode ``crf``'s Viterbi
+    paths and of each row of ``pred`` (the marginals' argmax per
+    temperature) on ``scorer``'s sequences; None without ``scorer``."""
+    if scorer is None:
+        return None
+    return scorer.viterbi(crf), np.array([scorer.counts(row) for row in pred])
+
+
+def _fold_scores(fold, n_classes, variances, grid, seed, names=None):
     """:func:`_posterior_scores` of each of ``variances`` (ascending:
     strongest prior first) on ``fold``, along the path of its
     posterior-mode CRFs (:func:`~skgpstruct._gpstruct.prior_variance_cv.mode_path`):
     each fitted on the training part warm-started from the one before and
     scored before the next is fitted, so that one CRF (``n_features x
-    n_labels`` weights) is held at a time, not one per variance."""
-    return [_posterior_scores(crf, fold, variance, grid, seed)
+    n_labels`` weights) is held at a time, not one per variance. ``names``:
+    the span tags of the label codes, for the span counts (None: none)."""
+    scorer = None if names is None else SpanScorer(names, fold[1])
+    return [_posterior_scores(crf, fold, variance, grid, seed, scorer)
             for variance, crf in mode_path(fold[0], n_classes, variances)]
 
 
 def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3,
-                 random_state=0, n_jobs=None, n_repeats=1, mode_error=None):
+                 random_state=0, n_jobs=None, n_repeats=1, mode_error=None,
+                 span_labels=None):
     """Prior variance and posterior temperature chosen jointly by K-fold
     validation of the posterior's averaged marginals (log loss, then
     calibration error).
@@ -371,6 +389,12 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         The lowest held-out token error rate of the posterior-mode CRFs on
         the same folds (``variance_cv_results_["error"].min()``); None: no
         accuracy condition.
+    span_labels : ndarray of shape (n_classes,) or None, default=None
+        The span tags of the label codes: the decoder is chosen too
+        (:func:`~skgpstruct._gpstruct.span_decoder.pick_with_decoder`: the
+        marginals' argmax at the pair of the accuracy rule, or Viterbi at
+        the pair of the rule without it, by held-out span F1; Viterbi on a
+        tie). None: the marginals' argmax.
 
     Returns
     -------
@@ -386,7 +410,9 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         the held-out tokens), ``"calibration_error"`` and
         ``"calibration_error_se"`` (held-out ECE, a fraction, and its
         standard error) and ``"mean_scale"`` (``c_T``, the mean over the
-        folds).
+        folds); with ``span_labels`` also ``"decoder"`` (``"marginal"`` or
+        ``"viterbi"``), ``"viterbi_f1"`` and ``"marginal_f1"`` (the
+        held-out span F1 of each decoder at its pair).
 
     Raises
     ------
@@ -406,14 +432,21 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
     # BLAS in each (its small products are no faster threaded, and threaded
     # ones sum in another order): the same numbers whatever n_jobs is
     with small_blas(), Parallel(n_jobs=n_jobs, prefer="threads") as parallel:
-        out = parallel(delayed(_fold_scores)(fold, n_classes, variances, grid, seed)
+        out = parallel(delayed(_fold_scores)(fold, n_classes, variances, grid, seed,
+                                             span_labels)
                        for fold, seed in zip(folds, seeds))
     scores = [[] for _ in variances]
     scales = np.zeros((variances.size, grid.size))
+    spans = None if span_labels is None else (
+        np.zeros((variances.size, 3), dtype=np.int64),
+        np.zeros((variances.size, grid.size, 3), dtype=np.int64))
     for per_variance in out:  # fold order
-        for i, (c, fold_scores) in enumerate(per_variance):
+        for i, (c, fold_scores, counts) in enumerate(per_variance):
             scales[i] += c
             scores[i].append(fold_scores)
+            if spans is not None:
+                spans[0][i] += counts[0]
+                spans[1][i] += counts[1]
     n_used = len(folds)
     # (variance, temperature, token) arrays of the pooled held-out tokens
     losses, conf, correct = (np.stack([np.concatenate([f[k] for f in parts], axis=1)
@@ -431,12 +464,14 @@ def cv_posterior(data, n_classes, variances, *, grid=TEMPERATURE_GRID, n_folds=3
         err = 1.0 - correct.mean(axis=2)
         n = correct.shape[2] / n_repeats
         close = err <= mode_error + np.sqrt(mode_error * (1.0 - mode_error) / n) + 1e-12
-    pick = warmest_pair(close, mean, se, ece, ece_se)
     # none as accurate as the mode: the coldest, nearest the mode
-    i, j = pick if pick is not None else (int(np.argmin(mean[:, -1])), grid.size - 1)
+    (i, j), choice = pick_with_decoder(
+        lambda mask: warmest_pair(mask, mean, se, ece, ece_se), close,
+        (int(np.argmin(mean[:, -1])), grid.size - 1), spans)
     results = {"variance": variances, "temperature": grid, "log_loss": mean,
                "log_loss_se": se, "calibration_error": ece,
-               "calibration_error_se": ece_se, "mean_scale": scales / n_used}
+               "calibration_error_se": ece_se, "mean_scale": scales / n_used,
+               **choice}
     return float(variances[i]), float(grid[j]), results
 
 
@@ -470,5 +505,6 @@ def cv_temperature(data, n_classes, variance, *, grid=TEMPERATURE_GRID, n_folds=
     _, temperature, res = cv_posterior(data, n_classes, [variance], grid=grid,
                                        n_folds=n_folds, random_state=random_state,
                                        n_jobs=n_jobs, n_repeats=n_repeats)
-    return temperature, {key: (value if key == "temperature" else value[0])
+    return temperature, {key: (value[0] if isinstance(value, np.ndarray)
+                               and key != "temperature" else value)
                          for key, value in res.items() if key != "variance"}

@@ -38,7 +38,8 @@ import numpy as np
 from .._tagging.crf_solver import CRFSpec, fit_crf
 from .._utils.parallel import small_blas
 from .posterior_cv import (TEMPERATURE_GRID, _held_out_scores, _laplace_variances,
-                           _mean_scales, pair_calibration, warmest_pair)
+                           _mean_scales, pair_calibration, span_counts, warmest_pair)
+from .span_decoder import SpanScorer, pick_with_decoder
 from .prior_variance_cv import PRIOR_VARIANCE_GRID, CannotValidate, _error_band, _held_out
 
 __all__ = ["SPLIT_MIN_SEQUENCES", "split_posterior"]
@@ -101,9 +102,12 @@ def _path(train, test, n_classes, grid, parallel):
 
 def split_posterior(data, n_classes, *, grid=PRIOR_VARIANCE_GRID,
                     temperatures=TEMPERATURE_GRID, random_state=0, parallel=None,
-                    choose_temperature=True):
+                    choose_temperature=True, span_labels=None):
     """The prior variance and temperature on one held-out split (module
-    docstring), and the start of the stochastic fit.
+    docstring), and the start of the stochastic fit; with ``span_labels``
+    (the span tags of the label codes) the decoder too, by
+    :func:`~skgpstruct._gpstruct.span_decoder.pick_with_decoder`, as
+    :func:`~skgpstruct._gpstruct.posterior_cv.cv_posterior` does.
 
     Returns
     -------
@@ -112,8 +116,10 @@ def split_posterior(data, n_classes, *, grid=PRIOR_VARIANCE_GRID,
         As ``variance_cv_results_`` (``"variance"``, ``"error"``,
         ``"log_loss"``, ``"band"``), over the variances the path reached.
     temperature_results : dict or None
-        As ``temperature_cv_results_`` plus ``"error"`` (held-out token
-        error of each pair); None without ``choose_temperature``.
+        As ``temperature_cv_results_`` (with ``span_labels``,
+        ``"decoder"`` included) plus
+        ``"error"`` (held-out token error of each pair); None without
+        ``choose_temperature``.
     start : (CRFParams, float)
         The chosen variance's CRF (fitted on the path's sample) and the
         mean scale ``c_T`` of the chosen pair (1 without the temperature).
@@ -138,7 +144,8 @@ def split_posterior(data, n_classes, *, grid=PRIOR_VARIANCE_GRID,
         sub = train.subset(np.sort(rng.permutation(train.n_sequences)[:_SCALE_SEQUENCES]))
     seed = rng.integers(2 ** 32)
     idx = np.flatnonzero(band)
-    scores, scales = [], []
+    scorer = None if span_labels is None else SpanScorer(span_labels, test)
+    scores, scales, counts = [], [], []
     with small_blas():
         for i in idx:
             s_w, s_b = _laplace_variances(crfs[i], train, reached[i])
@@ -146,6 +153,7 @@ def split_posterior(data, n_classes, *, grid=PRIOR_VARIANCE_GRID,
             c = _mean_scales(crfs[i], s_w, s_b, sub, temps, reached[i], draws)
             scores.append(_held_out_scores(crfs[i], s_w, s_b, c, test, temps, draws))
             scales.append(c)
+            counts.append(span_counts(scorer, crfs[i], scores[-1][3]))
     losses_p = np.stack([sc[0] for sc in scores])  # (variance, T, token)
     conf = np.stack([sc[1] for sc in scores])
     correct = np.stack([sc[2] for sc in scores])
@@ -156,13 +164,15 @@ def split_posterior(data, n_classes, *, grid=PRIOR_VARIANCE_GRID,
     # no less accurate than the best mode: its error plus one standard error
     rate = errors.min() / n
     close = err <= rate + np.sqrt(rate * (1.0 - rate) / n)
-    pick = warmest_pair(close, mean, se, ece, ece_se)
-    if pick is None:  # none as accurate: the coldest, at the mode's variance
-        pick = int(np.flatnonzero(idx == best)[0]), temps.size - 1
-    i, j = pick
+    spans = None if scorer is None else (np.stack([v for v, _ in counts]),
+                                         np.stack([m for _, m in counts]))
+    # none as accurate: the coldest, at the mode's variance
+    (i, j), choice = pick_with_decoder(
+        lambda mask: warmest_pair(mask, mean, se, ece, ece_se), close,
+        (int(np.flatnonzero(idx == best)[0]), temps.size - 1), spans)
     temperature_results = {
         "variance": reached[idx], "temperature": temps, "log_loss": mean,
         "log_loss_se": se, "calibration_error": ece, "calibration_error_se": ece_se,
-        "error": err, "mean_scale": np.array(scales)}
+        "error": err, "mean_scale": np.array(scales), **choice}
     return (float(reached[idx[i]]), float(temps[j]), variance_results, temperature_results,
             (crfs[idx[i]], float(scales[i][j])))

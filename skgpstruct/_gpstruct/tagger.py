@@ -202,11 +202,18 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
         ``predict`` takes the per-token argmax of the averaged marginals
         (``"marginal"``: the least expected number of token errors), or
         runs Viterbi on the posterior mean potentials (``"viterbi"``: one
-        consistent path, as a CRF decodes). ``"auto"``: Viterbi when the
-        labels encode spans (:func:`~skgpstruct.metrics.is_span_tagging`:
-        ``B-NP``, ``I-PER``, ``O``, ...), which are scored by span F1 and
-        whose tags must agree along the path, else the marginals. The
-        decoder used is ``decode_``.
+        consistent path, as a CRF decodes). ``"auto"``: for labels that
+        encode spans (:func:`~skgpstruct.metrics.is_span_tagging`:
+        ``B-NP``, ``I-PER``, ``O``, ...), scored by span F1, the one of the
+        two whose held-out span F1 is higher in the validation that chooses
+        the temperature (``temperature="auto"``; Viterbi on a tie, and
+        Viterbi when no validation runs); otherwise the marginals. With
+        Viterbi the temperature serves the marginals' calibration alone:
+        the accuracy condition of the temperature's rule (see
+        ``temperature``) binds the marginals' argmax only, since the
+        Viterbi path of the validation's stand-in is the posterior-mode
+        CRF's at every temperature. The decoder used is ``decode_``, the
+        held-out F1s are in ``temperature_cv_results_``.
     jitter : float, default=1e-4
         Added to the diagonal of the kernel matrices.
     transition_prior_var : "auto", "elbo" or float, default="auto"
@@ -238,7 +245,8 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
         0.25, 0.1, 0.05, 0.025 and 0.01: of the ``(sigma^2, T)`` pairs
         whose held-out token error is within one standard error of the
         best posterior-mode CRF's (the GP no less accurate than the CRF its
-        validation fits; none: the coldest ``T``), those whose held-out
+        validation fits; none: the coldest ``T``; for span labels decoded
+        by Viterbi, every pair: see ``decode``), those whose held-out
         marginal log loss is within one standard error of
         the lowest, and there whose held-out calibration error (ECE, 15
         bins) is within one standard error of the lowest, the warmest ``T``
@@ -387,8 +395,9 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
         (``len(loss_curve_) == n_iter_``); an epoch's value is the sum of
         its minibatches' estimates.
     decode_ : str
-        The decoder of ``predict``: ``decode``, ``"auto"`` resolved from
-        ``classes_`` (``"viterbi"`` for span labels, else ``"marginal"``).
+        The decoder of ``predict``: ``decode``, ``"auto"`` resolved by the
+        validation for span labels (``temperature_cv_results_["decoder"]``;
+        ``"viterbi"`` when none ran), else ``"marginal"``.
     predict_seed_ : int
         Drawn at the end of ``fit``. The posterior draws behind
         ``predict_marginals``, ``predict`` (``decode="marginal"``),
@@ -488,7 +497,9 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
         # the last fit's attributes, that a warm start continues from
         previous = dict(vars(self)) if warm else None
         module = weight_space_form if form == "features" else inducing_form
-        problem = module.prepare_fit(data, lik, rng, previous, len(self.classes_), **params)
+        span = self.decode == "auto" and is_span_tagging(self.classes_)
+        problem = module.prepare_fit(data, lik, rng, previous, len(self.classes_),
+                                     span_labels=self.classes_ if span else None, **params)
         x, self.elbo_history_, self.n_iter_ = optimize(
             problem, data.n_sequences, rng, self._monitor(label="ELBO", sign=-1.0),
             self._parallel(), **params)
@@ -519,11 +530,16 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
     @property
     def decode_(self):
         """The decoder ``predict`` uses: ``decode``, with ``"auto"``
-        resolved from ``classes_`` (``"viterbi"`` for span labels,
-        :func:`~skgpstruct.metrics.is_span_tagging`, else ``"marginal"``)."""
+        resolved by the validation for span labels
+        (:func:`~skgpstruct.metrics.is_span_tagging`;
+        ``temperature_cv_results_["decoder"]``, ``"viterbi"`` when no
+        validation chose), else ``"marginal"``."""
         check_is_fitted(self, "classes_")
         if self.decode != "auto":
             return self.decode
+        chosen = (self.__dict__.get("temperature_cv_results_") or {}).get("decoder")
+        if chosen is not None:  # chosen by the validation with the temperature
+            return chosen
         return "viterbi" if is_span_tagging(self.classes_) else "marginal"
 
     def _decoder(self):

@@ -136,14 +136,16 @@ def prior_variance(data, n_classes, *, kernel, kernel_variance, random_state, n_
     return variance, (seed, results)
 
 
-def choose_temperature(data, n_classes, variance, temperature, validation, n_jobs):
+def choose_temperature(data, n_classes, variance, temperature, validation, n_jobs,
+                       span_labels=None):
     """``(variance, temperature, temperature_cv_results_)`` of a cold
     weight-space fit: the prior variance as given and ``temperature`` when
     a number; ``"auto"`` with the prior variance validated
     (``validation`` of :func:`prior_variance`) both chosen jointly by
     :func:`~skgpstruct._gpstruct.posterior_cv.cv_posterior` among the
     variances of ``variance_cv_results_["band"]``, no less accurate than the
-    best posterior-mode CRF of that validation (``mode_error``); else 1 (the
+    best posterior-mode CRF of that validation (``mode_error``), and with
+    ``span_labels`` the decoder (``"decoder"`` of the results); else 1 (the
     Bayesian posterior)."""
     if temperature != "auto":
         return variance, float(temperature), None
@@ -153,7 +155,8 @@ def choose_temperature(data, n_classes, variance, temperature, validation, n_job
     seed, results = validation
     return cv_posterior(data, n_classes, results["variance"][results["band"]],
                         random_state=seed, n_jobs=n_jobs,
-                        mode_error=float(np.min(results["error"])))
+                        mode_error=float(np.min(results["error"])),
+                        span_labels=span_labels)
 
 
 def feature_design(X_flat, bias_column):
@@ -202,13 +205,15 @@ def _start(X, n_classes, variance, tau2, previous):
 def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
                 posterior, n_components, temperature, transition_prior_var,
                 optimize_hyperparameters, jitter, n_samples, gradient, random_state,
-                n_jobs, optimizer="lbfgs", **_):
+                n_jobs, optimizer="lbfgs", span_labels=None, **_):
     """The :class:`~skgpstruct._gpstruct.fitting.FitProblem` of a
     weight-space fit: its prior variances (validated, learned or given) and
     temperature, the objective over the active features and its start (the
     fitted posterior ``previous``, a dict of fitted attributes, on a warm
     start). The prior variances in the objective are the cold posterior's,
-    ``temperature`` times the model's."""
+    ``temperature`` times the model's. ``span_labels``: the span
+    tags of the label codes when ``decode="auto"`` is to be chosen by the
+    validation with the temperature (None: not span labels)."""
     check_features_form(kernel, posterior, n_components)
     rng.randint(SEED_MAX, size=2)  # the draws of the inducing form's init
     attributes, validation, start = {}, None, None
@@ -220,7 +225,7 @@ def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
             variance, chosen, attributes["variance_cv_results_"], \
                 attributes["temperature_cv_results_"], start = split_posterior(
                     data, n_classes, random_state=seed, parallel=parallel,
-                    choose_temperature=temperature == "auto")
+                    choose_temperature=temperature == "auto", span_labels=span_labels)
         temperature = chosen if temperature == "auto" else float(temperature)
     else:
         if previous is None:
@@ -236,7 +241,7 @@ def prepare_fit(data, lik, rng, previous, n_classes, *, kernel, kernel_variance,
         else:
             variance, temperature, attributes["temperature_cv_results_"] = \
                 choose_temperature(data, n_classes, variance, temperature, validation,
-                                   n_jobs)
+                                   n_jobs, span_labels)
     learn = (variance_learned(kernel, kernel_variance, optimize_hyperparameters),
              transition_variance(transition_prior_var)[1])
     tau2, tau2_learned = transition_variance(transition_prior_var, variance)
