@@ -371,10 +371,11 @@ def warm_up(model, n_jobs, X, y, Xt):
 
 def gp_setting(gp):
     """What a fitted GPStructTagger chose: prior variance, the c2 of its
-    posterior mode's CRF (``1 / (2 sigma^2)``), temperature, optimizer."""
+    posterior mode's CRF (``1 / (2 sigma^2)``), temperature, optimizer, decoder."""
     variance = float(getattr(gp.kernel_, "variance", float("nan")))
     return {"kernel variance": variance, "c2": 1.0 / (2.0 * variance),
-            "temperature": float(gp.temperature_), "optimizer": gp.optimizer_}
+            "temperature": float(gp.temperature_), "optimizer": gp.optimizer_,
+            "decoder": gp.decode_}
 
 
 def fit_worker(task, model, n_jobs, max_sentences, context):
@@ -494,12 +495,12 @@ def finish(rows, runs, context):
             ratios = [r["uncertainty s"] / r["marginals s"] for r in results]
             row["uncertainty x marginals"] = _median(ratios)
             row["uncertainty x marginals (repeats)"] = ratios
-            setting = {k: results[0][k] for k in ("kernel variance", "c2", "temperature",
-                                                   "optimizer")}
+            setting = {k: results[0].get(k) for k in ("kernel variance", "c2", "temperature",
+                                                       "optimizer", "decoder")}
             row.update(setting)
             row["chosen"] = (f"sigma2={setting['kernel variance']:g} "
                              f"(c2={setting['c2']:.3g}), T={setting['temperature']:g}, "
-                             f"{setting['optimizer']}")
+                             f"{setting['optimizer']}, {setting['decoder']}")
         elif row["model"] in TUNED:
             row["c2"] = context["c2"][row["model"]]
             row["chosen"] = f"c2={row['c2']:g}"
@@ -525,9 +526,9 @@ def notes(rows, repeats):
         "fit); the choice's fits are not timed; ours chooses with the largest n_jobs "
         "and uses that c2 for every n_jobs. GPStructTagger: Pipeline(SequenceVectorizer, "
         "GPStructTagger(n_jobs=J, random_state=0)), other parameters at their defaults; "
-        "its own choice of prior variance and temperature is part of its fit s "
+        "its own choice of prior variance, temperature and decoder is part of its fit s "
         "('chosen': sigma2, the c2 = 1 / (2 sigma2) of its posterior mode, T, the "
-        "optimizer optimizer='auto' ran).",
+        "optimizer optimizer='auto' ran, the decoder decode='auto' chose).",
         "fit s: median of the repeats (ours: the Pipeline's fit, vectorizer included; "
         "crfsuite: CRF.fit); x crfsuite: its fit s / the tutorial crfsuite's in the same "
         f"repeat, median over {repeats} repeat(s). Each fit in a fresh process after a "

@@ -137,7 +137,7 @@ def main(argv=None):
         first = res[0]
         rows.append({
             "package": name, "flat_f1_score (weighted)": round(first[0], 4),
-            "minus crfsuite's": round(first[0] - ref, 4),
+            "minus crfsuite's": float(first[0] - ref),
             "entity F1": round(100 * first[1], 2),
             "fit s": float(np.median([x[2] for x in res])),
             "fit / crfsuite's": (1.0 if name == "sklearn-crfsuite"
