@@ -7,8 +7,10 @@ of ``folds.json`` (the papers' five-fold protocol): token error rate in percent 
 std over folds) and fit / predict seconds per fold, for GPStructTagger with
 its default parameters (or those given with ``--gp-params``; a second row
 predicts from the same fits with the other decoder: ``decode="auto"``
-decodes span labels, the crfpp paths' ``B``/``I``/``O`` tags, by Viterbi and
-the gpstruct paths' integer labels by the marginals) and for
+decodes the gpstruct paths' integer labels by the marginals, and chooses
+for the crfpp paths' span tags (``B``/``I``/``O``) between Viterbi and the
+marginals' argmax in each fit's own validation; the rows count the folds of
+each decoder) and for
 sklearn-crfsuite (L-BFGS, c2 in 0.01 / 0.1 / 1, on the same features) in the
 same run; chunk F1 (conlleval's) beside the error where the labels are
 span tags. Results go to the section ``default`` of
@@ -102,6 +104,12 @@ def run_gp(X_tr, y_tr, X_te, y_te, params, seed):
     return out
 
 
+def _decoders(results):
+    """``"marginal x4, viterbi x1"``: the decoders of the folds' results."""
+    names = [r[4] for r in results]
+    return ", ".join(f"{d} x{names.count(d)}" for d in sorted(set(names)))
+
+
 def run_crfsuite(X_tr, y_tr, X_te, y_te, c2):
     import sklearn_crfsuite
 
@@ -176,10 +184,10 @@ def main(argv=None):
                         crf_res[c2].append(run_crfsuite(X_tr, y_tr, X_te, y_te, c2))
                         print(f"    crfsuite c2={c2}: {crf_res[c2][-1][0]:.2f}%", flush=True)
             label = "GPStructTagger" + (f" {gp_params}" if gp_params else "")
-            rows.append(_summary(f"{label} (decode_ {gp_res[0][4]})", task,
+            rows.append(_summary(f"{label} (decode_: {_decoders(gp_res)})", task,
                                  features, gp_res))
-            rows.append(_summary(f"{label}, decode={gp_vit[0][4]} (same fits)", task,
-                                 features, gp_vit))
+            rows.append(_summary(f"{label}, the other decoder ({_decoders(gp_vit)}; "
+                                 "same fits)", task, features, gp_vit))
             if base:
                 rows.append(_summary("GPStructTagger, previous defaults "
                                      "(inducing, variance 3)", task, features, base_res))

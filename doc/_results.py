@@ -47,6 +47,7 @@ TITLES = {
     "learning_curve": "Learning curves on CoNLL-2000 and CoNLL-2002: F1 and ECE by size",
     "calibration_change": "GPStructTagger on the GPstruct tasks: a change, paired over the folds",
     "crfsuite_tutorial": "sklearn-crfsuite's tutorial with only the import changed",
+    "ece_draws": "ECE of GPStructTagger's marginals against the posterior draws",
 }
 
 #: Titles of the sections of a script with more than one, by

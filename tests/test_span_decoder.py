@@ -162,3 +162,20 @@ def test_tagger_decodes_as_its_validation_chose():
         plain = GPStructTagger(max_iter=10, n_predict_samples=8, random_state=0).fit(X, y)
     assert "decoder" not in plain.temperature_cv_results_
     assert plain.decode_ == "marginal"
+
+
+def test_the_chosen_decoder_survives_a_model_file(tmp_path):
+    import skgpstruct
+
+    X, y, _ = _data(n_sequences=40, seed=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        gp = GPStructTagger(max_iter=5, n_predict_samples=8, random_state=0).fit(
+            X, [NAMES[s] for s in y])
+    path = tmp_path / "gp.skg"
+    skgpstruct.save(gp, path)
+    back = skgpstruct.load(path)
+    assert back.temperature_cv_results_["decoder"] == gp.temperature_cv_results_["decoder"]
+    assert back.decode_ == gp.decode_
+    for a, b in zip(gp.predict(X), back.predict(X)):
+        np.testing.assert_array_equal(a, b)
