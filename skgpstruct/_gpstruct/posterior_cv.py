@@ -20,7 +20,7 @@ from .._utils.parallel import small_blas
 from ..chain import log_likelihood_grad_ragged, marginals_ragged
 from ..metrics._uncertainty import _binned
 from .prior_variance_cv import _folds, _within_one_se, mode_path
-from .span_decoder import SpanScorer, pick_with_decoder
+from .span_decoder import SpanScorer, pick_with_decoder, span_counts
 
 __all__ = ["TEMPERATURE_GRID", "cv_posterior", "cv_temperature", "pair_calibration",
            "warmest_pair"]
@@ -229,13 +229,14 @@ def _held_out_scores(crf, s_w, s_b, scales, data, temperatures, rng):
             U, lens, B = _batched(U0, B0, lengths, c, noise)
             P_all[i] += marginals_ragged(U, lens, B)[0].reshape(len(group),
                                                                 *U0.shape).sum(axis=0)
-    pred = crf.labels[P_all.argmax(axis=2)]
+    arg = P_all.argmax(axis=2)  # the argmax of the averaged marginals
+    pred = crf.labels[arg]
     for i, P in enumerate(P_all):
         P = P[known] / _CV_SAMPLES
         p_true = P[np.arange(P.shape[0]), Y[known]]
         losses[i] = -np.log(np.clip(p_true, 1e-12, 1.0))
         conf[i] = P.max(axis=1)
-        correct[i] = P.argmax(axis=1) == Y[known]
+        correct[i] = arg[i, known] == Y[known]
     return losses, conf, correct, pred
 
 
@@ -288,15 +289,6 @@ def _posterior_scores(crf, fold, variance, grid, seed, scorer=None):
     c = _mean_scales(crf, s_w, s_b, train, grid, variance, draws)
     scores = _held_out_scores(crf, s_w, s_b, c, test, grid, draws)
     return c, scores, span_counts(scorer, crf, scores[3])
-
-
-def span_counts(scorer, crf, pred):
-    """``(viterbi, marginal)`` span counts of the mode ``crf``'s Viterbi
-    paths and of each row of ``pred`` (the marginals' argmax per
-    temperature) on ``scorer``'s sequences; None without ``scorer``."""
-    if scorer is None:
-        return None
-    return scorer.viterbi(crf), np.array([scorer.counts(row) for row in pred])
 
 
 def _fold_scores(fold, n_classes, variances, grid, seed, names=None):

@@ -33,7 +33,7 @@ from .._tagging.crf_solver import crf_unary
 from ..chain import viterbi_ragged
 from ..metrics._sequence import extract_chunks
 
-__all__ = ["SpanScorer", "pick_with_decoder", "span_f1"]
+__all__ = ["SpanScorer", "pick_with_decoder", "span_counts", "span_f1"]
 
 
 def span_f1(counts):
@@ -80,6 +80,16 @@ class SpanScorer:
         paths, _ = viterbi_ragged(crf_unary(crf, self.data), self.data.lengths,
                                   crf.transition)
         return self.counts(crf.labels[paths])
+
+
+def span_counts(scorer, crf, pred):
+    """``(viterbi, marginal)`` span counts of the mode ``crf``'s Viterbi
+    paths (3,) and of each row of ``pred`` (the marginals' argmax per
+    temperature; (n_T, 3)) on the sequences of the :class:`SpanScorer`
+    ``scorer``; None without ``scorer`` (not span labels)."""
+    if scorer is None:
+        return None
+    return scorer.viterbi(crf), np.array([scorer.counts(row) for row in pred])
 
 
 def pick_with_decoder(rule, close, fallback, spans=None):

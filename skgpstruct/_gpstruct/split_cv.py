@@ -38,8 +38,8 @@ import numpy as np
 from .._tagging.crf_solver import CRFSpec, fit_crf
 from .._utils.parallel import small_blas
 from .posterior_cv import (TEMPERATURE_GRID, _held_out_scores, _laplace_variances,
-                           _mean_scales, pair_calibration, span_counts, warmest_pair)
-from .span_decoder import SpanScorer, pick_with_decoder
+                           _mean_scales, pair_calibration, warmest_pair)
+from .span_decoder import SpanScorer, pick_with_decoder, span_counts
 from .prior_variance_cv import PRIOR_VARIANCE_GRID, CannotValidate, _error_band, _held_out
 
 __all__ = ["SPLIT_MIN_SEQUENCES", "split_posterior"]
