@@ -117,7 +117,7 @@ def _ray_objective(crf, data, draws, temperature, variance):
     lengths = data.lengths
     U0, B0 = crf_unary(crf, data), crf.transition
     # the CRF's columns: the labels of these (its training) sequences
-    y = np.searchsorted(crf.labels, data.y_flat)
+    y = np.where(data.y_flat >= 0, np.searchsorted(crf.labels, data.y_flat), -1)
     root = np.sqrt(temperature)
     noise = [(root * e_u, root * e_b) for e_u, e_b in draws]
     groups = _groups(len(noise), data, B0.shape[0])

@@ -20,6 +20,8 @@ from ..chain.averaged import MarginalSums, add_sampled_draws
 from .._input.sequences import sequence_seeds
 from .._tagging.predict import entropy, renormalize_rows
 from .._utils.parallel import small_blas
+from .constrained import (constrained_marginals, constrained_path_log_proba,
+                          constrained_path_uncertainty)
 from . import inducing_form, weight_space_form
 from .weight_space_form import FittedWeights
 from ..gp._weight_space_long import WeightSpaceCovariance
@@ -219,10 +221,14 @@ def per_sequence(pred, data, func, *args):
     return out
 
 
-def _sample_path_log_proba(pred, b_n, Sigma_n, seed, path):
+def _sample_path_log_proba(pred, b_n, Sigma_n, seed, path, log_mask=None):
     """``log p(path | x)`` of one sequence: ``p(path | f)`` averaged over
     the draws of :func:`draw_potentials` (those of the marginals), per
-    component weighted by ``pred.weights``."""
+    component weighted by ``pred.weights`` (given a constraint ``log_mask``:
+    :func:`~skgpstruct._gpstruct.constrained.constrained_path_log_proba`)."""
+    if log_mask is not None:
+        return constrained_path_log_proba(draw_potentials(pred, b_n, Sigma_n, seed),
+                                          pred.weights, log_mask, path)
     F, B, _ = draw_potentials(pred, b_n, Sigma_n, seed)
     terms = []
     for k in range(b_n.shape[0]):
@@ -234,15 +240,19 @@ def _sample_path_log_proba(pred, b_n, Sigma_n, seed, path):
 def path_log_proba(pred, data, paths):
     """The posterior predictive ``log p(path | x)`` of each sequence (see
     ``predict_path_proba``)."""
-    return np.array(per_sequence(pred, data, _sample_path_log_proba, paths),
+    return np.array(per_sequence(pred, data, _sample_path_log_proba, paths, _masks(data)),
                     dtype=np.float64)
 
 
-def _sample_marginals(pred, b_n, Sigma_n, seed, stats=False):
+def _sample_marginals(pred, b_n, Sigma_n, seed, stats=False, log_mask=None):
     """Marginals of one sequence averaged over the posterior draws of
     :func:`draw_potentials`. With ``stats`` also the mean over draws of the
     token entropies (T,) and the standard deviation over draws of each
-    marginal (T, V)."""
+    marginal (T, V). Given a constraint ``log_mask``:
+    :func:`~skgpstruct._gpstruct.constrained.constrained_marginals`."""
+    if log_mask is not None:
+        return constrained_marginals(draw_potentials(pred, b_n, Sigma_n, seed),
+                                     pred.weights, log_mask, stats)
     K, T, V = b_n.shape
     if pred.transitions is not None and not isinstance(Sigma_n, WeightSpaceCovariance):
         return _shared_marginals(pred, b_n, Sigma_n, seed, stats)
@@ -288,7 +298,8 @@ def token_marginals(pred, data, stats=False):
     """Sample-averaged marginals of every sequence of ``data`` (the
     ``"marginal"`` decoder and ``predict_marginals``); with ``stats`` the
     tuples of :func:`_sample_marginals`."""
-    return per_sequence(pred, data, _sample_marginals, [stats] * data.n_sequences)
+    return per_sequence(pred, data, _sample_marginals, [stats] * data.n_sequences,
+                        _masks(data))
 
 
 def token_uncertainty(pred, data, kind):
@@ -303,7 +314,7 @@ def token_uncertainty(pred, data, kind):
     return out
 
 
-def _sample_path_uncertainty(pred, b_n, Sigma_n, seed, n_paths=1):
+def _sample_path_uncertainty(pred, b_n, Sigma_n, seed, n_paths=1, log_mask=None):
     """``(entropy, mutual_information)`` of one sequence's label path
     under the posterior predictive:
     :func:`~skgpstruct.chain.mixture_path_entropy` over the draws of
@@ -311,6 +322,10 @@ def _sample_path_uncertainty(pred, b_n, Sigma_n, seed, n_paths=1):
     ``k``'s ``S`` draws weighted ``weights[k] / S``; ``n_paths`` paths per
     draw (or ``"auto"``), sampled from a stream of the sequence's seed."""
     K, T, V = b_n.shape
+    if log_mask is not None:  # given a constraint: constrained_path_uncertainty
+        return constrained_path_uncertainty(
+            draw_potentials(pred, b_n, Sigma_n, seed), pred.weights, log_mask, n_paths,
+            np.random.default_rng([int(seed), 1]))
     F, B, _ = draw_potentials(pred, b_n, Sigma_n, seed)
     S = F.shape[2]
     return chain.mixture_path_entropy(
@@ -323,15 +338,27 @@ def path_uncertainty(pred, data, kind, n_paths=1):
     """Per-sequence uncertainty of ``kind`` of the whole label path (see
     ``predict_uncertainty``, ``per="path"``)."""
     pairs = per_sequence(pred, data, _sample_path_uncertainty,
-                         [n_paths] * data.n_sequences)
+                         [n_paths] * data.n_sequences, _masks(data))
     return [h if kind == "entropy" else mi for h, mi in pairs]
 
 
+def _masks(data):
+    """One entry per sequence of ``data``: its constraint's ``log_mask``
+    rows (0 or ``-inf``), or None."""
+    if data.log_mask is None:
+        return [None] * data.n_sequences
+    return [None if np.all(m == 0.0) else m for m in data.split(data.log_mask)]
+
+
 def decode_potentials(pred, data):
-    """Posterior-mean potentials (the ``"viterbi"`` decoder)."""
+    """Posterior-mean potentials (the ``"viterbi"`` decoder), ``-inf`` at
+    the labels a constraint forbids."""
     b = np.concatenate([b for _, _, b, _ in moment_chunks(pred, data)], axis=1)
     s = pred.scale
-    return s * np.tensordot(pred.weights, b, axes=1), s * pred.transition_mean
+    U = s * np.tensordot(pred.weights, b, axes=1)
+    if data.log_mask is not None:
+        U = U + data.log_mask
+    return U, s * pred.transition_mean
 
 
 def posterior_elbo(pred, data, likelihood, transition_prior_var):

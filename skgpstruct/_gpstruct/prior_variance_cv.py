@@ -64,8 +64,7 @@ def mode_path(train, n_classes, variances, *, parallel=None):
     ``train``; the features no token of ``train`` uses get zero weights.
     Each fit is held until the next one replaces it.
     """
-    present = np.zeros(n_classes, dtype=bool)
-    present[train.y_flat] = True
+    present = train.labels_present(n_classes)
     spec = CRFSpec(present)
     params = None
     for variance in variances:
@@ -75,10 +74,12 @@ def mode_path(train, n_classes, variances, *, parallel=None):
 
 
 def _held_out(params, test, n_classes):
-    """Token errors and summed negative log marginals of the true labels."""
+    """Token errors and summed negative log marginals of the true labels
+    (of the tokens whose label is known)."""
     P = np.zeros((test.n_tokens, n_classes))
     P[:, params.labels] = crf_marginals(params, test)
-    Y = test.y_flat
+    known = test.y_flat >= 0
+    P, Y = P[known], test.y_flat[known]
     p_true = P[np.arange(Y.size), Y]
     errors = int(np.sum(P.argmax(axis=1) != Y))
     return errors, float(-np.sum(np.log(np.clip(p_true, 1e-12, 1.0))))
@@ -146,7 +147,7 @@ def _folds(data, n_folds, random_state, what, n_repeats=1):
                                  ).split(np.arange(n)))
     for train, test in splits:
         train, test = data.subset(train), data.subset(test)
-        labels = np.unique(train.y_flat)
+        labels = np.flatnonzero(train.labels_present(int(data.y_flat.max()) + 1))
         if labels.size < 2 or not np.isin(test.y_flat, labels).any():
             continue
         found = True
@@ -227,7 +228,7 @@ def cv_prior_variance(data, n_classes, *, grid=PRIOR_VARIANCE_GRID, n_folds=3,
                 e, ll = _held_out(params, test, n_classes)
                 errors[j] += e
                 losses[j] += ll
-            n_tokens += test.n_tokens
+            n_tokens += test.n_known
     best = _select(errors, losses, n_tokens, scoring, n_repeats)
     band = (_error_band(errors, n_tokens, n_repeats) if scoring == "error_1se"
             else np.arange(grid.size) == best)

@@ -54,13 +54,16 @@ class SpanScorer:
     names : ndarray of shape (n_classes,)
         The span tags of the label codes.
     data : SequenceData
-        The held-out sequences, labels encoded in ``[0, n_classes)``.
+        The held-out sequences, labels encoded in ``[0, n_classes)`` (``-1``:
+        unknown; a sequence with an unknown label is left out of the counts,
+        its spans not being known).
     """
 
     def __init__(self, names, data):
         self.names = np.asarray(names, dtype=object)
         self.data = data
-        self.gold = [extract_chunks(self.names[y]) for y in self._split(data.y_flat)]
+        self.gold = [None if (y < 0).any() else extract_chunks(self.names[y])
+                     for y in self._split(data.y_flat)]
 
     def _split(self, flat):
         return np.split(np.asarray(flat), self.data.offsets[1:-1])
@@ -70,6 +73,8 @@ class SpanScorer:
         per held-out token, the sequences stacked)."""
         out = np.zeros(3, dtype=np.int64)
         for gold, path in zip(self.gold, self._split(flat)):
+            if gold is None:
+                continue
             pred = extract_chunks(self.names[path])
             out += (len(gold & pred), len(pred), len(gold))
         return out

@@ -70,7 +70,7 @@ def _split(data, random_state):
     perm = rng.permutation(data.n_sequences)
     n_test = max(1, int(round(_HELD_OUT * data.n_sequences)))
     train, test = data.subset(np.sort(perm[n_test:])), data.subset(np.sort(perm[:n_test]))
-    labels = np.unique(train.y_flat)
+    labels = np.flatnonzero(train.labels_present(int(data.y_flat.max()) + 1))
     if labels.size < 2 or not np.isin(test.y_flat, labels).any():
         raise CannotValidate("The held-out split had a single label in training, or "
                              "held out only labels its training part lacks.")
@@ -81,8 +81,7 @@ def _path(train, test, n_classes, grid, parallel):
     """The mode path with early stopping: ``(errors, losses, crfs)`` per
     variance reached (held-out token error counts, summed negative log
     marginals, the fitted CRFs)."""
-    present = np.zeros(n_classes, dtype=bool)
-    present[train.y_flat] = True
+    present = train.labels_present(n_classes)
     spec = CRFSpec(present, fit_intercept=False)
     errors, losses, crfs, params = [], [], [], None
     for variance in grid:
@@ -130,7 +129,7 @@ def split_posterior(data, n_classes, *, grid=PRIOR_VARIANCE_GRID,
     if train.n_sequences > PATH_SEQUENCES:
         train = train.subset(np.sort(rng.permutation(train.n_sequences)[:PATH_SEQUENCES]))
     errors, losses, crfs = _path(train, test, n_classes, grid, parallel)
-    n = test.n_tokens
+    n = test.n_known
     reached = grid[:errors.size]
     band = _error_band(errors, n)
     best = int(min(np.flatnonzero(band), key=lambda j: (losses[j], errors[j])))

@@ -8,6 +8,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._tagging.base import SequenceTaggerMixin
+from ..likelihoods import CRFLikelihood
 from ..metrics._sequence import is_span_tagging
 from .._utils.seeds import SEED_MAX
 from . import inducing_form, weight_space_form
@@ -490,6 +491,11 @@ class GPStructTagger(PosteriorMethodsMixin, SequenceTaggerMixin, BaseEstimator):
     def _fit(self, data, warm, lik):
         """Fit the variational posterior (``fit`` after :meth:`_fit_setup`):
         the form's objective, the optimiser on it, the fitted attributes."""
+        if (data.y_flat < 0).any() and type(lik) is not CRFLikelihood:
+            raise ValueError(
+                "Partial labels (None in y) need likelihood='crf': the likelihood of "
+                "the known labels sums over the paths that agree with them, which "
+                f"{type(lik).__name__} does not compute.")
         rng = check_random_state(self.random_state)
         params = resolve_fit_params(self.get_params(deep=False), data, len(self.classes_))
         form = resolve_approximation(**params)

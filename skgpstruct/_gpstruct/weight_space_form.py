@@ -294,8 +294,7 @@ def laplace_start(data, active, n_classes, variance, temperature, tau2, start, b
     the same labels; ``start=None``: from zero, ``c = 1``. The labels the CRF lacks and
     the kernel's bias column start at the prior (``tau2``: the cold prior
     variance of the transitions)."""
-    present = np.zeros(n_classes, dtype=bool)
-    present[data.y_flat] = True
+    present = data.labels_present(n_classes)
     init, c = (None, 1.0) if start is None else start
     if init is not None and not np.array_equal(init.labels, np.flatnonzero(present)):
         init = None  # a sample without some label: start from zero

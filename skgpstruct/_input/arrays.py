@@ -133,7 +133,7 @@ def check_potentials(U, B, start=None, end=None):
     return U3, B3, vecs[0], vecs[1], batched
 
 
-def check_labels(y, n_steps, n_labels, name="y"):
+def check_labels(y, n_steps, n_labels, name="y", *, unknown=False):
     """Validate a label sequence for a chain of ``n_steps`` positions.
 
     Parameters
@@ -146,6 +146,8 @@ def check_labels(y, n_steps, n_labels, name="y"):
         Number of labels.
     name : str, default="y"
         Name used in error messages.
+    unknown : bool, default=False
+        Whether ``-1`` (an unknown label) is allowed.
 
     Returns
     -------
@@ -172,10 +174,11 @@ def check_labels(y, n_steps, n_labels, name="y"):
             f"{name} has length {arr.shape[0]} but the potentials have "
             f"n_steps = {n_steps}."
         )
-    if arr.size and (arr.min() < 0 or arr.max() >= n_labels):
+    low = -1 if unknown else 0
+    if arr.size and (arr.min() < low or arr.max() >= n_labels):
         raise ValueError(
-            f"{name} contains labels outside [0, {n_labels}): "
-            f"min {arr.min()}, max {arr.max()}."
+            f"{name} contains labels outside [0, {n_labels})"
+            f"{' (-1: unknown)' if unknown else ''}: min {arr.min()}, max {arr.max()}."
         )
     return np.ascontiguousarray(arr, dtype=np.int64)
 

@@ -52,7 +52,7 @@ class SequenceData:
     X_flat : ndarray or csr_matrix of shape (n_tokens, n_features)
     lengths : ndarray of int64 of shape (n_sequences,)
     y_flat : ndarray of int64 of shape (n_tokens,), default=None
-        Encoded labels.
+        Encoded labels, ``-1`` for an unknown one (partial labels).
     dense_rows : ndarray of bool of shape (n_tokens,), default=None
         With a CSR ``X_flat`` stacked from a batch that mixed dense and
         sparse sequences: the tokens of the dense ones (:meth:`product`
@@ -66,6 +66,8 @@ class SequenceData:
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)]).astype(np.int64)
         self.y_flat = y_flat
         self.dense_rows = dense_rows if dense_rows is not None and dense_rows.any() else None
+        # a constraint at prediction: 0 where a label is allowed, -inf where not
+        self.log_mask = None
 
     def product(self, W):
         """``X_flat @ W`` as a dense array, each token's row computed as its
@@ -89,6 +91,16 @@ class SequenceData:
     def n_tokens(self):
         return int(self.offsets[-1])
 
+    @property
+    def n_known(self):
+        """Number of tokens whose label is known (code ``>= 0``)."""
+        return int(np.count_nonzero(self.y_flat >= 0))
+
+    def labels_present(self, n_classes):
+        """Boolean mask over the ``n_classes`` codes: those some token has
+        (unknown labels, ``-1``, left out)."""
+        return np.bincount(self.y_flat[self.y_flat >= 0], minlength=n_classes) > 0
+
     def token_index(self, seq_idx):
         """Row indices of the tokens of the sequences ``seq_idx`` (in order)."""
         seq_idx = np.asarray(seq_idx, dtype=np.int64)
@@ -107,14 +119,16 @@ class SequenceData:
         rows = self.token_index(seq_idx)
         y = None if self.y_flat is None else self.y_flat[rows]
         dense = None if self.dense_rows is None else self.dense_rows[rows]
-        return SequenceData(self.X_flat[rows], self.lengths[seq_idx], y, dense)
+        out = SequenceData(self.X_flat[rows], self.lengths[seq_idx], y, dense)
+        out.log_mask = None if self.log_mask is None else self.log_mask[rows]
+        return out
 
     def split(self, A):
         """Split a token-level array into per-sequence parts."""
         return [A[self.offsets[i] : self.offsets[i + 1]] for i in range(self.n_sequences)]
 
     @classmethod
-    def from_sequences(cls, X, y=None, *, n_features=None, label_encoder=None):
+    def from_sequences(cls, X, y=None, *, n_features=None, label_encoder=None, unknown=False):
         """Validate ``X`` (and ``y``) and stack them.
 
         Parameters
@@ -124,8 +138,11 @@ class SequenceData:
         n_features : int, default=None
             Required number of features (after fit).
         label_encoder : LabelEncoder, default=None
-            Fitted encoder used to map ``y`` to integers (unknown labels
-            raise a ValueError).
+            Fitted encoder used to map ``y`` to integers (labels it does not
+            know raise a ValueError).
+        unknown : bool, default=False
+            Whether ``None`` in ``y`` may mark an unknown label (kept as
+            None in ``y_flat``, an object array, when there is one).
 
         Returns
         -------
@@ -135,7 +152,7 @@ class SequenceData:
             X = check_X_sequences(X, n_features=n_features)
             y_flat = None
         else:
-            X, y = check_sequences(X, y, n_features=n_features)
+            X, y = check_sequences(X, y, n_features=n_features, unknown=unknown)
             y_flat = np.concatenate(y)
             if label_encoder is not None:
                 y_flat = encode_labels(label_encoder, y_flat)

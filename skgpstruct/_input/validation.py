@@ -226,13 +226,24 @@ def _raise_if_token_descriptions(seq, i):
 
 
 def _label_kind(seq):
-    """``"str"``, ``"number"`` or ``"mixed"``: the type of a sequence's labels."""
+    """``"str"``, ``"number"``, ``"mixed"`` or ``"none"`` (every label None):
+    the type of a sequence's labels, None (unknown) left out."""
     if isinstance(seq, np.ndarray) and seq.dtype != object:
         return "str" if seq.dtype.kind in "US" else "number"
-    is_str = [isinstance(v, (str, bytes)) for v in np.ravel(np.asarray(seq, dtype=object))]
+    values = [v for v in np.ravel(np.asarray(seq, dtype=object)) if v is not None]
+    if not values:
+        return "none"
+    is_str = [isinstance(v, (str, bytes)) for v in values]
     if all(is_str):
         return "str"
     return "mixed" if any(is_str) else "number"
+
+
+def known_labels(y_flat):
+    """Which labels of the stacked ``y_flat`` are known (not None)."""
+    if y_flat.dtype != object:
+        return np.ones(y_flat.shape, dtype=bool)
+    return np.array([v is not None for v in y_flat], dtype=bool)
 
 
 def _missing_mask(seq):
@@ -245,7 +256,7 @@ def _missing_mask(seq):
     return np.zeros(seq.shape, dtype=bool)
 
 
-def check_y_sequences(y, lengths=None):
+def check_y_sequences(y, lengths=None, *, unknown=False):
     """Validate a list of label sequences.
 
     Parameters
@@ -254,6 +265,9 @@ def check_y_sequences(y, lengths=None):
         Labels (str or int) of each sequence.
     lengths : array-like of int of shape (n_sequences,), default=None
         Expected length of every sequence (those of ``X``).
+    unknown : bool, default=False
+        Whether ``None`` may mark an unknown label (partial labels); a NaN
+        label is refused either way.
 
     Returns
     -------
@@ -297,17 +311,24 @@ def check_y_sequences(y, lengths=None):
         if seq.shape[0] == 0:
             raise ValueError(f"Sequence {i} of y is empty (0 labels).")
         missing = _missing_mask(seq)
+        if unknown and seq.dtype == object:
+            missing &= np.array([v is not None for v in seq], dtype=bool)
         if missing.any():
             t = int(np.flatnonzero(missing)[0])
             raise ValueError(
                 f"Sequence {i} of y has a missing label ({seq[t]!r}, token {t}): "
-                "a missing label is not a class; drop or fill that token's label."
+                "a missing label is not a class; drop or fill that token's label"
+                + (" (None marks an unknown label)." if unknown else
+                   " (fit takes None for an unknown label).")
             )
         if lengths is not None and seq.shape[0] != lengths[i]:
             raise ValueError(
                 f"Sequence {i} has {lengths[i]} tokens in X but "
                 f"{seq.shape[0]} labels in y."
             )
+        if kind == "none":
+            out.append(seq)
+            continue
         if first_kind is None:
             first_kind = (i, kind)
         if kind == "mixed" or kind != first_kind[1]:
@@ -322,13 +343,15 @@ def check_y_sequences(y, lengths=None):
     return out
 
 
-def check_sequences(X, y, **kwargs):
+def check_sequences(X, y, *, unknown=False, **kwargs):
     """Validate paired sequence inputs ``X`` and labels ``y``.
 
     Parameters
     ----------
     X : list of array-like or sparse matrix of shape (T_n, n_features)
     y : list of array-like of shape (T_n,)
+    unknown : bool, default=False
+        Whether ``None`` may mark an unknown label.
     **kwargs
         Passed to :func:`check_X_sequences`.
 
@@ -338,7 +361,7 @@ def check_sequences(X, y, **kwargs):
     y_checked : list of ndarray
     """
     X = check_X_sequences(X, **kwargs)
-    y = check_y_sequences(y, lengths=[x.shape[0] for x in X])
+    y = check_y_sequences(y, lengths=[x.shape[0] for x in X], unknown=unknown)
     return X, y
 
 

@@ -13,6 +13,7 @@
 """
 
 import time
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -24,6 +25,7 @@ from .._utils.device import resolve_device
 from .._utils.seeds import SEED_MAX
 from .._utils.fit_log import current_fit, fit_logging, iteration_level, logger, progress_bar
 from .._input.sequences import SequenceData
+from .._input.validation import known_labels
 from ..optim.owlqn import minimize_owlqn
 from .predict import PredictMixin, entropy, renormalize_rows
 from ..optim._lbfgs import FitInterrupted, minimize_lbfgs, warn_interrupted, warn_max_iter
@@ -397,6 +399,19 @@ def sequence_tags(tags):
     return tags
 
 
+def _skip_unlabelled(data, known):
+    """``data`` without its sequences that have no known label, with a
+    warning that counts them (they carry no information for a CRF)."""
+    counts = np.add.reduceat(known.astype(np.int64), data.offsets[:-1])
+    empty = counts == 0
+    if not empty.any():
+        return data
+    warnings.warn(f"{int(empty.sum())} of {data.n_sequences} sequences of y have no "
+                  "known label (every label is None) and are skipped.", UserWarning,
+                  stacklevel=4)
+    return data.subset(np.flatnonzero(~empty))
+
+
 class SequenceTaggerMixin(PredictMixin):
     """Mixin for estimators that label lists of sequences.
 
@@ -462,8 +477,15 @@ class SequenceTaggerMixin(PredictMixin):
             What :meth:`_check_params` returned.
         """
         self._validate_params()
-        data = SequenceData.from_sequences(X, y)
-        encoder = LabelEncoder().fit(data.y_flat)
+        data = SequenceData.from_sequences(X, y, unknown=True)
+        known = known_labels(data.y_flat)
+        if not known.any():
+            raise ValueError("y has no known label (every label is None): a tagger "
+                             "needs labelled tokens.")
+        y_known = data.y_flat[known]
+        if not known.all():
+            y_known = np.asarray(y_known.tolist())  # the dtype of the known labels
+        encoder = LabelEncoder().fit(y_known)
         if len(encoder.classes_) < 2:
             raise ValueError(
                 f"y has a single label ({encoder.classes_[0].tolist()!r}); a tagger needs "
@@ -477,8 +499,16 @@ class SequenceTaggerMixin(PredictMixin):
             and self.n_features_in_ == n_features
             and self._warm_start_compatible()
         )
-        data.y_flat = encoder.transform(data.y_flat).astype(np.int64)
+        codes = np.full(data.n_tokens, -1, dtype=np.int64)  # -1: unknown
+        codes[known] = encoder.transform(y_known)
+        data.y_flat = codes
+        data = _skip_unlabelled(data, known)
         self.device_ = resolve_device(self.device)
+        if self.device_ == "cuda" and not known.all():
+            if self.device != "auto":
+                raise ValueError("Partial labels (None in y) are trained on the CPU "
+                                 "only: use device='cpu' or 'auto'.")
+            self.device_ = "cpu"
         resolved = self._check_params(len(encoder.classes_))
         self.classes_ = encoder.classes_
         self.n_features_in_ = n_features
@@ -492,7 +522,12 @@ class SequenceTaggerMixin(PredictMixin):
         X : list of array-like or sparse matrix of shape (T_n, n_features)
             Token features of each sequence.
         y : list of array-like of shape (T_n,)
-            Labels of each sequence.
+            Labels of each sequence. ``None`` marks a token whose label is
+            unknown (partial labels; a sequence holding one is a list or an
+            object array): the likelihood sums over the label paths that
+            agree with the known labels (Tsuboi et al. 2008). A sequence
+            with no known label is skipped with a warning; no known label
+            at all is an error.
 
         Returns
         -------

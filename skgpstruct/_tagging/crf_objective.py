@@ -180,18 +180,50 @@ def check_finite(*arrays):
         )
 
 
+def _exact_loss_grad(spec, U, lengths, y, trans, backend):
+    """The exact negative log-likelihood of sequences (``-1`` in ``y``: an
+    unknown label, marginalised), its gradient in ``U`` and the
+    transitions' (a list of flat arrays)."""
+    B = trans if spec.transitions == "full" else trans[0] @ trans[1].T
+    values, gU, gB = backend.log_likelihood_grad_ragged(U, lengths, B, y)
+    loss = -float(values.sum())
+    gU = np.negative(gU, out=gU)  # gradient of the loss
+    if spec.transitions == "full":
+        return loss, gU, [-gB.ravel()]
+    return loss, gU, [-(gB @ trans[1]).ravel(), -(gB.T @ trans[0]).ravel()]
+
+
+def partial_sequences(data):
+    """Which sequences of ``data`` have an unknown label (a code ``-1``)."""
+    unknown = (data.y_flat < 0).astype(np.int64)
+    return np.add.reduceat(unknown, data.offsets[:-1]) > 0
+
+
 def potential_loss_grad(spec, U, data, trans, seeds, backend):
     """Loss of a chunk (exact or randomized) from its unary potentials
-    ``U`` (``data.y_flat`` the CRF's columns); return it with the gradient
-    in ``U`` and the transitions' gradient (a list of flat arrays)."""
+    ``U`` (``data.y_flat`` the CRF's columns, ``-1`` unknown); return it
+    with the gradient in ``U`` and the transitions' gradient (a list of
+    flat arrays). The randomized loss takes the sequences with an unknown
+    label exactly (a sub-lattice of the constrained sum is future work):
+    their term is the exact ``log Z_c - log Z``."""
     if spec.exact:
-        B = trans if spec.transitions == "full" else trans[0] @ trans[1].T
-        values, gU, gB = backend.log_likelihood_grad_ragged(U, data.lengths, B, data.y_flat)
-        loss = -float(values.sum())
-        gU = np.negative(gU, out=gU)  # gradient of the loss
-        if spec.transitions == "full":
-            return loss, gU, [-gB.ravel()]
-        return loss, gU, [-(gB @ trans[1]).ravel(), -(gB.T @ trans[0]).ravel()]
+        return _exact_loss_grad(spec, U, data.lengths, data.y_flat, trans, backend)
+    partial = partial_sequences(data)
+    if partial.any():
+        full = np.flatnonzero(~partial)
+        rows_p = data.token_index(np.flatnonzero(partial))
+        loss, gU_p, g = _exact_loss_grad(spec, U[rows_p], data.lengths[partial],
+                                         data.y_flat[rows_p], trans, backend)
+        gU = np.empty_like(U)
+        gU[rows_p] = gU_p
+        if full.size:
+            rows_f = data.token_index(full)
+            sub = type(data)(data.X_flat[:0], data.lengths[full], data.y_flat[rows_f])
+            loss_f, gU[rows_f], g_f = potential_loss_grad(spec, U[rows_f], sub, trans,
+                                                         seeds[full], backend)
+            loss += loss_f
+            g = [a + b for a, b in zip(g, g_f)]
+        return loss, gU, g
     chain = trans if spec.transitions == "full" else rdp.LowRankTransitions(*trans)
     losses, gU, g = backend.randomized_loss_grad_ragged(
         U, data.lengths, data.y_flat, chain, spec.n_top, spec.n_sampled,

@@ -110,8 +110,10 @@ def training_data(data, spec):
     if same_labels:
         y = data.y_flat
     else:
-        y = np.searchsorted(labels, data.y_flat)
-        if not np.array_equal(labels[np.minimum(y, labels.size - 1)], data.y_flat):
+        known = data.y_flat >= 0  # -1: an unknown label stays -1
+        y = np.where(known, np.searchsorted(labels, data.y_flat), -1)
+        if not np.array_equal(labels[np.minimum(y[known], labels.size - 1)],
+                              data.y_flat[known]):
             raise ValueError("The training labels must be among spec.labels.")
     return SequenceData(X, data.lengths, y, data.dense_rows), rows
 

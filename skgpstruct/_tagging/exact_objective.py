@@ -39,10 +39,10 @@ CHUNK_SEQUENCES = 128
 def seen_states(X, y, V):
     """(n_features, V) float 0 / 1: 1 where some token has the feature
     non-zero and the label (CRFsuite's state features without
-    ``all_possible_states``)."""
+    ``all_possible_states``); tokens of unknown label (``-1``) add none."""
     X = sp.coo_matrix(X)
     seen = np.zeros((X.shape[1], V))
-    nonzero = X.data != 0
+    nonzero = (X.data != 0) & (y[X.row] >= 0)
     seen[X.col[nonzero], y[X.row[nonzero]]] = 1.0
     return seen
 

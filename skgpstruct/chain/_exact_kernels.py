@@ -221,9 +221,64 @@ def _path_score(Uf, B, y):
 
 
 @njit(cache=True, nogil=True)
+def _is_partial(y):
+    """Whether the labels ``y`` hold an unknown one (a negative code)."""
+    for t in range(y.shape[0]):
+        if y[t] < 0:
+            return True
+    return False
+
+
+@njit(cache=True, nogil=True)
+def _constrain(Uf, y, out):
+    """out = Uf with ``-inf`` at every label other than ``y[t]`` where the
+    label is known (``y[t] >= 0``); rows of unknown labels unchanged."""
+    T, V = Uf.shape
+    for t in range(T):
+        k = y[t]
+        for j in range(V):
+            out[t, j] = Uf[t, j] if (k < 0 or j == k) else _NEG_INF
+
+
+@njit(cache=True, nogil=True)
+def _constrained_log_z(Uf, B, y, fwd):
+    """log of the summed scores of the paths that agree with the known
+    labels of ``y`` (log Z of :func:`_constrain`'s potentials)."""
+    Uc = np.empty(Uf.shape)
+    _constrain(Uf, y, Uc)
+    return _forward_core(Uc, B, fwd)
+
+
+@njit(cache=True, nogil=True)
+def _ll_grad_partial(Uf, B, y, fwd, bwd, tmp, gU, gB):
+    """:func:`_ll_grad_core` for labels with unknown entries (negative codes):
+    log p(known labels) = log Z_c - log Z, with Z_c the sum over the paths
+    that agree with the known labels; gU and gB the constrained marginals
+    minus the unconstrained ones (Tsuboi et al. 2008)."""
+    T, V = Uf.shape
+    log_z = _fb_core(Uf, B, fwd, bwd, tmp, gU, gB)
+    Uc = np.empty((T, V))
+    _constrain(Uf, y, Uc)
+    unary_c, pair_c = np.empty((T, V)), np.empty((V, V))
+    log_zc = _fb_core(Uc, B, fwd, bwd, tmp, unary_c, pair_c)
+    for t in range(T):
+        for j in range(V):
+            gU[t, j] = unary_c[t, j] - gU[t, j]
+    for i in range(V):
+        for j in range(V):
+            gB[i, j] = pair_c[i, j] - gB[i, j]
+    if log_zc == _NEG_INF:
+        return _NEG_INF
+    return log_zc - log_z
+
+
+@njit(cache=True, nogil=True)
 def _ll_grad_core(Uf, B, y, fwd, bwd, tmp, gU, gB):
     """log p(y) of one sequence; writes gU = onehot(y) - unary marginals and
-    gB = pair counts(y) - summed pairwise marginals."""
+    gB = pair counts(y) - summed pairwise marginals. Labels with unknown
+    entries (negative codes) take :func:`_ll_grad_partial`."""
+    if _is_partial(y):
+        return _ll_grad_partial(Uf, B, y, fwd, bwd, tmp, gU, gB)
     T, V = Uf.shape
     log_z = _fb_core(Uf, B, fwd, bwd, tmp, gU, gB)
     for t in range(T):

@@ -53,9 +53,11 @@ from numba import njit
 
 from ._exact_kernels import (
     _NEG_INF,
+    _constrained_log_z,
     _fb_core,
     _fold,
     _forward_core,
+    _is_partial,
     _ll_grad_core,
     _load,
     _max_length,
@@ -202,7 +204,8 @@ def _seq(Uf, B, y, E, ET, c, rB, X, m, alpha, s, fwd, bwd, vec, unary, M, pw):
     (log Z or log p(y), fell back)."""
     T, V = Uf.shape
     b, w, acc = vec[0], vec[1], vec[2]
-    if rB <= _SAFE_RANGE and _exp_U(Uf, rB, X[:T], m) and \
+    partial = y.shape[0] > 0 and _is_partial(y)  # unknown labels: log space
+    if not partial and rB <= _SAFE_RANGE and _exp_U(Uf, rB, X[:T], m) and \
             _lin_forward(X[:T], E, alpha[:T], s, acc):
         log_z = _log_z(m, c, s, T)
         _lin_backward(X[:T], ET, alpha[:T], s, b, w, acc, unary, M)
@@ -221,9 +224,11 @@ def _seq(Uf, B, y, E, ET, c, rB, X, m, alpha, s, fwd, bwd, vec, unary, M, pw):
 
 @njit(cache=True, nogil=True)
 def _add_counts(y, P, sign):
-    """P[y[t - 1], y[t]] += sign for every t >= 1."""
+    """P[y[t - 1], y[t]] += sign for every t >= 1 with both labels known
+    (unknown labels are negative codes)."""
     for t in range(1, y.shape[0]):
-        P[y[t - 1], y[t]] += sign
+        if y[t - 1] >= 0 and y[t] >= 0:
+            P[y[t - 1], y[t]] += sign
 
 
 @njit(cache=True, nogil=True)
@@ -301,7 +306,10 @@ def _forward_kernel(U, B, start, end, y, fell):
             out[k] = _forward_core(Uf, Bk, fwd)
             fell[k] = 1
         if y.shape[0] > 0:
-            score = _path_score(Uf, Bk, y)
+            if _is_partial(y):
+                score = _constrained_log_z(Uf, Bk, y, fwd)
+            else:
+                score = _path_score(Uf, Bk, y)
             out[k] = _NEG_INF if score == _NEG_INF else score - out[k]
     return out
 
@@ -377,7 +385,7 @@ def _ll_grad_ragged_blas(U, offsets, B, start, end, y, gU, gB, fell):
         _fold(U[a:b], start, end, Uf[:T])
         yn = y[a:b]
         _add_counts(yn, G, 1.0)
-        if rB <= _SAFE_RANGE and _exp_U(Uf[:T], rB, Xs[a:b], ms[a:b]):
+        if rB <= _SAFE_RANGE and not _is_partial(yn) and _exp_U(Uf[:T], rB, Xs[a:b], ms[a:b]):
             safe[n] = True
             fell[n] = 0
             score = _path_score(Uf[:T], B[0], yn)

@@ -39,6 +39,7 @@ __all__ = [
     "brute_force_marginals",
     "brute_force_viterbi",
     "brute_force_log_likelihood",
+    "brute_force_partial_log_likelihood",
     "pseudo_log_likelihood_by_definition",
 ]
 
@@ -411,3 +412,35 @@ def weight_noise_ref(X, offsets, cols, n_shared, y, seqs, noise, W, m_bin, log_v
             g_bin[1] += 0.5 * sd_bin * e_b[k] * gB / S
             g_log += 0.5 * float(np.sum(gU * U)) / S
     return values, gW, g_bin, g_log
+
+
+def brute_force_partial_log_likelihood(U, B, y, start=None, end=None):
+    """log p(known labels of y | U, B) by enumeration: log of the summed
+    probabilities of the paths that agree with every known label (``y[t] >=
+    0``; ``-1``: unknown), and its gradients in ``U`` and ``B`` (the
+    marginals given the known labels minus the marginals).
+
+    Returns
+    -------
+    log_likelihood : float
+    grad_U : ndarray of shape (n_steps, n_labels)
+    grad_B : ndarray of shape (n_labels, n_labels)
+    """
+    Uf, Bs = _unbatched(U, B, start, end)
+    T, V = Uf.shape
+    y = check_labels(y, T, V, unknown=True)
+    paths, scores = _all_paths(Uf, Bs)
+    agree = np.all((paths == y) | (y < 0), axis=1)
+    log_z = _logsumexp(scores, axis=0)
+    log_zc = _logsumexp(np.where(agree, scores, -np.inf), axis=0)
+    grads = []
+    for log_norm, keep in ((log_zc, agree), (log_z, np.ones_like(agree))):
+        probs = np.where(keep, np.exp(scores - log_norm), 0.0) if np.isfinite(log_norm) \
+            else np.zeros_like(scores)
+        unary, pairwise = np.zeros((T, V)), np.zeros((V, V))
+        for path, p in zip(paths, probs):
+            unary[np.arange(T), path] += p
+            np.add.at(pairwise, (path[:-1], path[1:]), p)
+        grads.append((unary, pairwise))
+    value = -np.inf if log_zc == -np.inf else float(log_zc - log_z)
+    return value, grads[0][0] - grads[1][0], grads[0][1] - grads[1][1]

@@ -115,7 +115,7 @@ def _fallbacks(U, B, start=None, end=None, y=None):
     (bool per sample), as the kernel itself reports it."""
     U3, B3, st, en, _ = check_potentials(U, B, start, end)
     S, T, V = U3.shape
-    labels = _NO_LABELS if y is None else check_labels(y, T, V)
+    labels = _NO_LABELS if y is None else check_labels(y, T, V, unknown=True)
     fell = np.empty(S, dtype=np.int8)
     _lin._fb_kernel(U3, B3, st, en, labels, np.empty((S, T, V)), np.empty((S, V, V)), fell)
     return fell.astype(bool)
@@ -131,7 +131,7 @@ def _ragged_fallbacks(U, lengths, B, y=None, start=None, end=None):
         _ragged_fb(U2, offsets, B3, st, en, _NO_LABELS, np.empty_like(U2),
                    np.empty((n,) + B3.shape[1:]), fell)
     else:
-        y = check_labels(y, U2.shape[0], U2.shape[1])
+        y = check_labels(y, U2.shape[0], U2.shape[1], unknown=True)
         _ragged_fb(U2, offsets, B3, st, en, y, np.empty_like(U2), np.empty_like(B3), fell)
     return fell.astype(bool)
 
@@ -146,7 +146,7 @@ def _batched_call(kernel, outputs, U, B, start, end, y=None):
     S, T, V = U3.shape
     shapes = {"lattice": (S, T, V), "pair": (S, V, V), "path": (S, T)}
     arrays = [np.empty(shapes[o], dtype=np.int64 if o == "path" else float) for o in outputs]
-    labels = () if y is None else (y if y is _NO_LABELS else check_labels(y, T, V),)
+    labels = () if y is None else (y if y is _NO_LABELS else check_labels(y, T, V, unknown=True),)
     results = (kernel(U3, B3, st, en, *labels, *arrays), *arrays)
     if batched:
         return results
@@ -276,8 +276,10 @@ def log_likelihood(U, B, y, start=None, end=None):
     U, B
         As in :func:`forward_log`.
     y : array-like of int of shape (n_steps,)
-        Labels in ``[0, n_labels)``; with batched ``U`` the same ``y`` is
-        scored under every sample.
+        Labels in ``[0, n_labels)``, or ``-1`` for an unknown label: the
+        likelihood of the known labels is then the sum over the paths that
+        agree with them, ``log Z_c - log Z`` (Tsuboi et al. 2008); with
+        batched ``U`` the same ``y`` is scored under every sample.
     start, end
         As in :func:`forward_log`.
 
@@ -309,7 +311,8 @@ def log_likelihood_grad(U, B, y, start=None, end=None):
     value : float or ndarray of shape (n_samples,)
         log p(y | U, B), as :func:`log_likelihood`.
     grad_U : ndarray of the shape of ``U``
-        ``onehot(y) - unary marginals``. The gradient with respect to
+        ``onehot(y) - unary marginals`` (with unknown labels: the marginals
+        given the known labels minus the unary marginals). The gradient with respect to
         ``start`` is ``grad_U[..., 0, :]`` and with respect to ``end`` is
         ``grad_U[..., -1, :]`` (they are folded into the unary potentials).
     grad_B : ndarray of shape (n_labels, n_labels) or (n_samples, n_labels, n_labels)
@@ -410,14 +413,15 @@ def log_likelihood_grad_ragged(U, lengths, B, y, start=None, end=None):
         samples x sequences are batched: every sample of a sequence is a
         chain of its own).
     y : array-like of int of shape (n_tokens,)
-        Stacked labels.
+        Stacked labels, ``-1`` for an unknown label (as in
+        :func:`log_likelihood`).
     start, end : array-like of shape (n_labels,), default=None
         Added to the first / last position of every sequence.
 
     Returns
     -------
     values : ndarray of shape (n_sequences,)
-        log p(y_n | U_n, B) per sequence.
+        log p(y_n | U_n, B) per sequence (of its known labels).
     grad_U : ndarray of shape (n_tokens, n_labels)
         Per-token gradients, as :func:`log_likelihood_grad`.
     grad_B : ndarray of shape (n_labels, n_labels) or (n_sequences, n_labels, n_labels)
@@ -434,7 +438,7 @@ def log_likelihood_grad_ragged(U, lengths, B, y, start=None, end=None):
     array([-0.693147, -1.386294])
     """
     U2, offsets, B3, st, en, per_chain = _check_ragged(U, lengths, B, start, end)
-    y = check_labels(y, U2.shape[0], U2.shape[1])
+    y = check_labels(y, U2.shape[0], U2.shape[1], unknown=True)
     gU = np.empty_like(U2)
     gB = np.empty_like(B3)
     fell = np.empty(offsets.shape[0] - 1, dtype=np.int8)

@@ -5,6 +5,11 @@ sequence) and applies the :mod:`sklearn.metrics` function of the same name;
 keyword arguments (``average``, ``labels``, ``digits``, ...) pass through.
 They are :mod:`skgpstruct.metrics`'s, where the package's other sequence
 metrics (chunk F1, calibration) are.
+
+``None`` in ``y_true`` marks an unknown label: the token is skipped (its
+prediction is ignored); ``sequence_accuracy_score`` counts a sequence as
+correct when all its known tokens are, and leaves out a sequence without a
+known token. A ``y_true`` without any known token is a ValueError.
 """
 
 from ..metrics import (flat_accuracy_score, flat_classification_report, flat_f1_score,

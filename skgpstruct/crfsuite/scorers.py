@@ -5,6 +5,8 @@
 sequences right), made with :func:`sklearn.metrics.make_scorer` from
 :mod:`skgpstruct.crfsuite.metrics`; other scorers:
 ``make_scorer(metrics.flat_f1_score, average="weighted", labels=labels)``.
+``None`` in ``y`` marks an unknown label: the scorers skip that token, as
+the metrics do.
 """
 
 from ..metrics import flat_accuracy, sequence_accuracy

@@ -112,8 +112,8 @@ def _check_labels(y_flat, N, V):
             f"y_flat must be {N} integer labels (one per token), got {y_flat.dtype} "
             f"array of shape {y_flat.shape}."
         )
-    if y_flat.min() < 0 or y_flat.max() >= V:
-        raise ValueError(f"y_flat must lie in [0, {V}).")
+    if y_flat.min() < -1 or y_flat.max() >= V:
+        raise ValueError(f"y_flat must lie in [0, {V}) (-1: an unknown label).")
     return y_flat.astype(np.int64)
 
 

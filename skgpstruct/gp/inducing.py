@@ -176,11 +176,11 @@ def init_inducing_points(
     rng = check_random_state(random_state)
     if n_inducing >= n_tokens:
         Z = X.copy()
-        return Z, np.eye(n_classes)[y]
+        return Z, _label_rows(y, n_classes)
     first, inverse = unique_rows(X)
     n_unique = first.size
     counts = np.zeros((n_unique, n_classes))
-    np.add.at(counts, (inverse, y), 1.0)
+    np.add.at(counts, inverse, _label_rows(y, n_classes))
     weights = counts.sum(axis=1)
     U = _take_rows(X, first)
     if n_inducing >= n_unique:
@@ -200,6 +200,14 @@ def init_inducing_points(
     return Z, fractions
 
 
+def _label_rows(y, n_classes):
+    """One-hot rows of the labels ``y``; a uniform row for an unknown one
+    (``-1``)."""
+    rows = np.eye(n_classes)[np.maximum(y, 0)]
+    rows[y < 0] = 1.0 / n_classes
+    return rows
+
+
 def _check_inputs(X, y, n_inducing, n_classes, method, projection_dim):
     """Validated ``(X, y, n_inducing, n_classes, projection_dim)``."""
     X = check_array(X, accept_sparse="csr", dtype=np.float64, input_name="X")
@@ -215,10 +223,10 @@ def _check_inputs(X, y, n_inducing, n_classes, method, projection_dim):
     n_inducing = _check_int(n_inducing, "n_inducing", 1)
     n_classes = _check_int(n_classes, "n_classes", 1)
     projection_dim = _check_int(projection_dim, "projection_dim", 1)
-    if y.min() < 0 or y.max() >= n_classes:
+    if y.min() < -1 or y.max() >= n_classes:
         raise ValueError(
-            f"y must lie in [0, n_classes) = [0, {n_classes}), got values in "
-            f"[{y.min()}, {y.max()}]."
+            f"y must lie in [0, n_classes) = [0, {n_classes}) (-1: unknown), got "
+            f"values in [{y.min()}, {y.max()}]."
         )
     if method not in ("kmeans", "random"):
         raise ValueError(f"method must be 'kmeans' or 'random', got {method!r}.")

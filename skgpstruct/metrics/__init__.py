@@ -13,6 +13,12 @@ The calibration metrics (``marginal_log_loss``, ``marginal_brier_score``,
 ``predict_marginals`` instead of the predicted labels; they take the labels of
 the marginals' columns as ``labels=`` (the estimator's ``classes_``), and
 ``make_marginal_scorer`` turns any of them into a scorer.
+
+``None`` in ``y_true`` marks an unknown label: every metric and scorer skips
+that token (its prediction or marginal is ignored). ``sequence_accuracy_score``
+judges a sequence on its known tokens and leaves out a sequence with none;
+``chunk_f1_score`` leaves out every sequence with an unknown tag. A ``y_true``
+without any known token is a ValueError.
 """
 
 from . import _sequence

@@ -9,7 +9,7 @@ from sklearn import metrics as skm
 from sklearn.metrics import make_scorer
 
 from ._uncertainty import __all__ as _CALIBRATION_ALL
-from .._input.validation import _label_kind
+from ._checks import _check_sequence_pairs, _drop_unknown_weights, _flatten
 from ._uncertainty import (
     expected_calibration_error,
     make_marginal_scorer,
@@ -49,80 +49,29 @@ __all__ = [
 ]
 
 
-def _check_sequence_pairs(y_true, y_pred):
-    """Return y_true, y_pred as lists of 1-D arrays of matching lengths."""
-    if isinstance(y_true, str) or isinstance(y_pred, str):
-        raise TypeError("y_true and y_pred must be lists of label sequences.")
-    y_true = list(y_true)
-    y_pred = list(y_pred)
-    if len(y_true) != len(y_pred):
-        raise ValueError(
-            f"y_true has {len(y_true)} sequences but y_pred has {len(y_pred)}."
-        )
-    if len(y_true) == 0:
-        raise ValueError("y_true and y_pred are empty.")
-    out_true, out_pred = [], []
-    first = None  # (where, kind) of the first labels seen
-    for i, (a, b) in enumerate(zip(y_true, y_pred)):
-        if isinstance(a, str) or isinstance(b, str):
-            raise TypeError(
-                f"Sequence {i} is a string; each sequence must be a list of "
-                "labels, one per token."
-            )
-        # str and number labels would be converted to one type and compared
-        # as strings (1 == "1"): refused, as fit refuses them
-        for name, seq in (("y_true", a), ("y_pred", b)):
-            if np.size(seq) == 0:
-                continue  # no labels, no type
-            kind = _label_kind(seq)
-            if first is None:
-                first = (f"{name} sequence {i}", kind)
-            if kind == "mixed" or kind != first[1]:
-                where = (f"{name} sequence {i} mixes str and non-str labels"
-                         if kind == "mixed" else
-                         f"{first[0]} has {first[1]} labels, {name} sequence {i} "
-                         f"{kind} labels")
-                raise ValueError(
-                    f"The labels mix types ({where}); use one type (all str or "
-                    "all numbers), so that they are not silently converted."
-                )
-        a = np.asarray(a)
-        b = np.asarray(b)
-        if a.ndim != 1 or b.ndim != 1:
-            raise ValueError(
-                f"Sequence {i} must be 1-D in both y_true and y_pred, got "
-                f"shapes {a.shape} and {b.shape}."
-            )
-        if a.shape[0] != b.shape[0]:
-            raise ValueError(
-                f"Sequence {i} has {a.shape[0]} labels in y_true but "
-                f"{b.shape[0]} in y_pred."
-            )
-        out_true.append(a)
-        out_pred.append(b)
-    return out_true, out_pred
-
-
-def _flatten(y_true, y_pred):
-    y_true, y_pred = _check_sequence_pairs(y_true, y_pred)
-    return np.concatenate(y_true), np.concatenate(y_pred)
-
-
 _FLAT_DOC = """{summary}
 
     {notes}The sequences are checked to line up and flattened into one list of
-    tokens, which :func:`sklearn.metrics.{metric}` scores.
+    tokens, which :func:`sklearn.metrics.{metric}` scores. ``None`` in
+    ``y_true`` marks an unknown label: the token is skipped (its prediction
+    is ignored).
 
     Parameters
     ----------
     y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
+        Gold label sequences; ``None`` marks an unknown label.
     y_pred : list of array-like of shape (T_n,)
         Predicted label sequences, aligned with ``y_true``.
 {params}
     Returns
     -------
-{returns}{examples}    """
+{returns}
+    Raises
+    ------
+    ValueError
+        If the sequences do not line up, or if every token of ``y_true``
+        is ``None``.
+{examples}    """
 
 
 def _flat_metric(name, metric, flat_metric, *, summary, returns, params="",
@@ -150,12 +99,16 @@ def _flat_metric(name, metric, flat_metric, *, summary, returns, params="",
         ``func(y_true, y_pred, *args, **kwargs)``.
     """
 
+    signature = inspect.signature(flat_metric)
+
     def func(y_true, y_pred, *args, **kwargs):
-        flat_true, flat_pred = _flatten(y_true, y_pred)
+        flat_true, flat_pred, known = _flatten(y_true, y_pred)
+        if known is not None:
+            args, kwargs = _drop_unknown_weights(signature, known, args, kwargs)
         return flat_metric(flat_true, flat_pred, *args, **kwargs)
 
     func.__name__ = func.__qualname__ = name
-    func.__signature__ = inspect.signature(flat_metric)
+    func.__signature__ = signature
     func.__doc__ = _FLAT_DOC.format(
         summary=summary, notes=notes + "\n\n    " if notes else "",
         metric=metric, params=params, returns=returns,
@@ -182,7 +135,8 @@ flat_accuracy_score = _flat_metric(
     summary="Token-level accuracy over all sequences.",
     params="""\
     sample_weight : array-like of shape (n_tokens,), default=None
-        Per-token weights on the flattened tokens.
+        Per-token weights on the flattened tokens, one for every token
+        (those of unknown labels included: their weights are dropped).
 """,
     returns="""\
     score : float
@@ -221,10 +175,15 @@ token_error_rate = _flat_metric(
 def sequence_accuracy_score(y_true, y_pred):
     """Fraction of sequences whose every label is predicted correctly.
 
+    ``None`` in ``y_true`` marks an unknown label: the token is skipped. A
+    sequence counts as correct when all its known tokens are; a sequence
+    whose tokens are all unknown is left out (an empty sequence counts as
+    correct).
+
     Parameters
     ----------
     y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
+        Gold label sequences; ``None`` marks an unknown label.
     y_pred : list of array-like of shape (T_n,)
         Predicted label sequences.
 
@@ -232,14 +191,21 @@ def sequence_accuracy_score(y_true, y_pred):
     -------
     score : float
 
+    Raises
+    ------
+    ValueError
+        If the sequences do not line up, or if every token of ``y_true``
+        is ``None``.
+
     Examples
     --------
     >>> from skgpstruct.metrics import sequence_accuracy_score
     >>> sequence_accuracy_score([["B", "I"], ["O"]], [["B", "O"], ["O"]])
     0.5
     """
-    y_true, y_pred = _check_sequence_pairs(y_true, y_pred)
-    return float(np.mean([np.array_equal(a, b) for a, b in zip(y_true, y_pred)]))
+    y_true, y_pred, known = _check_sequence_pairs(y_true, y_pred)
+    return float(np.mean([np.array_equal(a, b) for a, b, k in zip(y_true, y_pred, known)
+                          if k is None or k.any()]))
 
 
 def _sklearn_score(name, metric, what, example=""):
@@ -430,11 +396,19 @@ def is_span_tagging(labels):
 def chunk_f1_score(y_true, y_pred, *, return_precision_recall=False):
     """CoNLL chunk F1: a chunk counts only if its type and span both match.
 
+    ``None`` in ``y_true`` marks an unknown label. A chunk's extent cannot be
+    read around an unknown tag (``B-NP I-NP None``: the chunk may or may not
+    go on), so a sequence with any unknown gold tag is left out of the chunk
+    F1 entirely, its gold and predicted chunks alike; only the sequences
+    whose gold tags are all known are scored. (The token-level metrics, such
+    as :func:`flat_accuracy_score`, do score the known tokens of such
+    sequences.)
+
     Parameters
     ----------
     y_true : list of array-like of str of shape (T_n,)
         Gold BIO / IOB tag sequences (e.g. ``B-NP``, ``I-NP``, ``O``; or
-        ``B``, ``I``, ``O`` without types).
+        ``B``, ``I``, ``O`` without types); ``None`` marks an unknown tag.
     y_pred : list of array-like of str of shape (T_n,)
         Predicted tag sequences.
     return_precision_recall : bool, default=False
@@ -443,8 +417,14 @@ def chunk_f1_score(y_true, y_pred, *, return_precision_recall=False):
     Returns
     -------
     f1 : float
-        Micro-averaged chunk F1 over all sequences (1.0 when neither side
-        has any chunk).
+        Micro-averaged chunk F1 over all the scored sequences (1.0 when
+        neither side has any chunk).
+
+    Raises
+    ------
+    ValueError
+        If the sequences do not line up, or if ``y_true`` has ``None`` and
+        every sequence of it has an unknown tag (no sequence to score).
 
     Examples
     --------
@@ -454,9 +434,14 @@ def chunk_f1_score(y_true, y_pred, *, return_precision_recall=False):
     >>> chunk_f1_score([["B", "I", "O", "B"]], [["B", "I", "O", "O"]])
     0.666...
     """
-    y_true, y_pred = _check_sequence_pairs(y_true, y_pred)
+    y_true, y_pred, known = _check_sequence_pairs(y_true, y_pred)
+    pairs = [(a, b) for a, b, k in zip(y_true, y_pred, known) if k is None]
+    if not pairs:
+        raise ValueError("chunk_f1_score: every sequence of y_true has an unknown "
+                         "(None) tag; chunk F1 scores only the sequences whose tags "
+                         "are all known.")
     n_true = n_pred = n_correct = 0
-    for a, b in zip(y_true, y_pred):
+    for a, b in pairs:
         ca, cb = extract_chunks(a), extract_chunks(b)
         n_true += len(ca)
         n_pred += len(cb)
@@ -478,7 +463,8 @@ token_error = make_scorer(token_error_rate, greater_is_better=False)
 sequence_accuracy = make_scorer(sequence_accuracy_score)
 chunk_f1 = make_scorer(chunk_f1_score)
 
-#: Scorers by name, for ``GridSearchCV(scoring=SCORERS["flat_accuracy"])``.
+#: Scorers by name, for ``GridSearchCV(scoring=SCORERS["flat_accuracy"])``;
+#: ``None`` in ``y`` marks an unknown label, which they skip as their metrics do.
 SCORERS = {
     "flat_accuracy": flat_accuracy,
     "token_error": token_error,
@@ -496,7 +482,9 @@ def get_scorer(scoring):
 
     scikit-learn resolves ``scoring="name"`` from its own registry only, which
     cannot be extended, and its scorers do not read lists of sequences;
-    ``scoring=get_scorer("flat_accuracy")`` is the way to name ours.
+    ``scoring=get_scorer("flat_accuracy")`` is the way to name ours. Like
+    their metrics, the scorers skip the tokens whose label in ``y`` is
+    ``None`` (unknown).
 
     Parameters
     ----------

@@ -9,7 +9,8 @@ metrics of :mod:`skgpstruct.metrics` do, so that a misaligned input is an
 error, not a silently wrong score.
 
 All the scores here are token-level and returned as fractions (not
-percentages), except :func:`sequence_log_loss`.
+percentages), except :func:`sequence_log_loss`. ``None`` in ``y_true`` marks
+an unknown label: the token is skipped (its row of the marginals is dropped).
 """
 
 import math
@@ -17,6 +18,8 @@ import numbers
 from collections.abc import Mapping
 
 import numpy as np
+
+from ._checks import NO_KNOWN_LABEL, unknown_mask
 
 __all__ = [
     "marginal_log_loss",
@@ -37,7 +40,8 @@ _DOC_PIECES = {
     "parameters": """Parameters
     ----------
     y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
+        Gold label sequences. ``None`` in ``y_true`` marks an unknown
+        label: the token is skipped.
     marginals : list of array-like of shape (T_n, n_classes)
         Token marginals, columns in the order of ``labels``.
     labels : array-like of shape (n_classes,)
@@ -142,11 +146,11 @@ def _check_marginals(y_true, marginals, labels):
     Returns
     -------
     y_index : ndarray of int of shape (n_tokens,)
-        Column of every token's true label, all sequences concatenated.
+        Column of every known token's true label, all sequences concatenated.
     proba : ndarray of float of shape (n_tokens, n_classes)
-        The marginals, concatenated the same way.
-    lengths : ndarray of int of shape (n_sequences,)
-        Tokens per sequence.
+        The marginals of the same tokens, concatenated the same way.
+    lengths : ndarray of int of shape (n_scored,)
+        Known tokens per sequence (a sequence with none left out).
 
     Raises
     ------
@@ -155,7 +159,7 @@ def _check_marginals(y_true, marginals, labels):
     ValueError
         On any misalignment, an unknown label, a NaN or infinite or negative
         probability, a row that does not sum to 1 within
-        :data:`ROW_SUM_TOL`, or no tokens at all.
+        :data:`ROW_SUM_TOL`, no tokens at all, or no known token.
     """
     label_list, index = _check_labels(y_true, labels)
     y_true = list(y_true)
@@ -166,15 +170,21 @@ def _check_marginals(y_true, marginals, labels):
     if len(y_true) == 0:
         raise ValueError("y_true and marginals are empty.")
 
-    y_index, proba, lengths = [], [], []
+    y_index, proba, lengths, any_unknown = [], [], [], False
     for i, (a, p) in enumerate(zip(y_true, marginals)):
+        unknown = unknown_mask(a)
         a, p = _check_sequence(i, a, p, len(label_list))
+        if unknown is not None:  # the known tokens' rows; none: sequence skipped
+            any_unknown, a, p = True, a[~unknown], p[~unknown]
+            if a.shape[0] == 0:
+                continue
         y_index.append(_label_columns(i, a, index, label_list))
         proba.append(p)
         lengths.append(a.shape[0])
     lengths = np.asarray(lengths, dtype=np.intp)
     if lengths.sum() == 0:
-        raise ValueError("y_true has no tokens: every sequence is empty.")
+        raise ValueError(NO_KNOWN_LABEL if any_unknown else
+                         "y_true has no tokens: every sequence is empty.")
     return np.concatenate(y_index), np.concatenate(proba, axis=0), lengths
 
 
@@ -219,7 +229,8 @@ def marginal_log_loss(y_true, marginals, *, labels, eps=1e-15):
     Parameters
     ----------
     y_true : list of array-like of shape (T_n,)
-        Gold label sequences.
+        Gold label sequences. ``None`` in ``y_true`` marks an unknown
+        label: the token is skipped (its row of ``marginals`` is ignored).
     marginals : list of array-like of shape (T_n, n_classes)
         Token marginals as ``predict_marginals`` returns them; every row
         sums to 1.
@@ -263,7 +274,9 @@ def sequence_log_loss(y_true, marginals, *, labels, eps=1e-15):
     probability of the whole true label sequence: it treats the tokens as
     independent given ``x``, which a linear-chain model's posterior is not,
     so it is neither the exact path probability ``p(y | x)`` nor a bound on
-    it; it is what can be computed from ``predict_marginals`` alone.
+    it; it is what can be computed from ``predict_marginals`` alone. An
+    unknown label (``None``) drops its token from the sum; a sequence whose
+    tokens are all unknown is left out of the mean.
 
     {parameters}
     eps : float, default=1e-15
@@ -538,14 +551,14 @@ def make_marginal_scorer(score_func, *, greater_is_better=False, **kwargs):
     """Make a scorer for GridSearchCV from a metric of the token marginals.
 
     The scorer calls ``estimator.predict_proba(X)`` (the taggers'
-    ``predict_marginals``, under the name that a Pipeline ending in a
-    tagger forwards) and
-    ``score_func(y, marginals, labels=estimator.classes_, **kwargs)``, and
-    negates the result when ``greater_is_better`` is False, as
-    :func:`sklearn.metrics.make_scorer` does (so ``neg_marginal_log_loss``
+    ``predict_marginals``, under the name that a Pipeline ending in a tagger
+    forwards) and ``score_func(y, marginals, labels=estimator.classes_,
+    **kwargs)``, and negates the result when ``greater_is_better`` is False,
+    as :func:`sklearn.metrics.make_scorer` does (so ``neg_marginal_log_loss``
     is "greater is better", like sklearn's ``neg_log_loss``). A label of
-    ``y`` that the estimator did not see in ``fit`` raises a ValueError,
-    as sklearn's ``neg_log_loss`` does.
+    ``y`` that the estimator did not see in ``fit`` raises a ValueError, as
+    sklearn's ``neg_log_loss`` does; ``None`` in ``y`` marks an unknown
+    label, whose token is skipped.
 
     Parameters
     ----------

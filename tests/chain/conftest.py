@@ -180,7 +180,7 @@ BAD_LABELS = {
     "too_short": ([0, 1], ValueError, "y has length 2"),
     "label_3": ([0, 1, 3], ValueError, r"outside \[0, 3\)"),
     "label_5": ([0, 1, 5], ValueError, "outside"),
-    "negative": ([0, -1, 2], ValueError, r"outside \[0, 3\)"),
+    "negative": ([0, -2, 2], ValueError, r"outside \[0, 3\)"),  # -1: unknown (exact)
     "2d": ([[0, 1, 2]], ValueError, "y must be 1-D"),
     "fraction": ([0.5, 1, 2], TypeError, "integer labels"),
     "fraction_last": ([0.5, 1, 0], TypeError, "integer labels"),
