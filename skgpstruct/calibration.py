@@ -63,6 +63,12 @@ def _tagger_has(name):
     return check
 
 
+def _given(allowed):
+    """``{"allowed": allowed}`` when a constraint is given, else ``{}`` (so
+    that an estimator without the keyword still predicts unconstrained)."""
+    return {} if allowed is None else {"allowed": allowed}
+
+
 def _warn_at_edge(tau, low, high):
     """Warn when the chosen ``tau`` sits at an end of the searched range
     (within twice the search's tolerance, 2e-3 in ``log tau``): the
@@ -252,7 +258,8 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
             )
         # the labels against X's token counts here, as the tagger's own fit
         # does: the held-out labels of cv="prefit" meet no other check
-        y = check_y_sequences(y, lengths=[_n_tokens(i, x) for i, x in enumerate(X)])
+        y = check_y_sequences(y, lengths=[_n_tokens(i, x) for i, x in enumerate(X)],
+                              unknown=True)
         if groups is not None:
             groups = np.asarray(groups)
             if isinstance(self.cv, str):
@@ -325,22 +332,45 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
     def _check_fitted(self):
         check_is_fitted(self, "estimator_")
 
-    def predict(self, X):
+    def predict(self, X, *, allowed=None):
         """Labels of the scaled tagger's decoder (Viterbi: as unscaled).
 
         Parameters
         ----------
         X : list of array-like or sparse matrix of shape (T_n, n_features)
             Token features of each sequence.
+        allowed : list, default=None
+            A constraint at prediction (see the tagger's ``predict``).
 
         Returns
         -------
         y_pred : list of ndarray of shape (T_n,)
         """
         self._check_fitted()
-        return self.estimator_.predict(X)
+        return self.estimator_.predict(X, **_given(allowed))
 
-    def predict_proba(self, X, *, output="array"):
+    @available_if(_tagger_has("predict_nbest"))
+    def predict_nbest(self, X, n, *, allowed=None):
+        """The ``n`` best paths and their probabilities under the scaled
+        tagger (see the tagger's ``predict_nbest``).
+
+        Parameters
+        ----------
+        X : list of array-like or sparse matrix of shape (T_n, n_features)
+            Token features of each sequence.
+        n : int
+            Paths per sequence.
+        allowed : list, default=None
+            A constraint at prediction (see the tagger's ``predict``).
+
+        Returns
+        -------
+        nbest : list of list of (ndarray, float)
+        """
+        self._check_fitted()
+        return self.estimator_.predict_nbest(X, n, allowed=allowed)
+
+    def predict_proba(self, X, *, output="array", allowed=None):
         """Per-token marginals of the scaled tagger (the same as
         :meth:`predict_marginals`, under sklearn's name).
 
@@ -350,15 +380,17 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
             Token features of each sequence.
         output : {"array", "dict"}, default="array"
             ``"dict"``: one ``{label: p}`` dict per token.
+        allowed : list, default=None
+            A constraint at prediction (see the tagger's ``predict``).
 
         Returns
         -------
         marginals : list of ndarray of shape (T_n, n_classes), or list of list of dict
             Columns ordered as ``classes_``.
         """
-        return self.predict_marginals(X, output=output)
+        return self.predict_marginals(X, output=output, allowed=allowed)
 
-    def predict_marginals(self, X, *, output="array"):
+    def predict_marginals(self, X, *, output="array", allowed=None):
         """Per-token marginals of the scaled tagger (see the tagger's
         ``predict_marginals``).
 
@@ -368,6 +400,8 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
             Token features of each sequence.
         output : {"array", "dict"}, default="array"
             ``"dict"``: one ``{label: p}`` dict per token.
+        allowed : list, default=None
+            A constraint at prediction (see the tagger's ``predict``).
 
         Returns
         -------
@@ -375,12 +409,13 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
         """
         self._check_fitted()
         if hasattr(self.estimator_, "predict_marginals"):
-            return self.estimator_.predict_marginals(X, output=output)
+            return self.estimator_.predict_marginals(X, output=output, **_given(allowed))
         check_marginals_output(output)  # a Pipeline: its predict_proba
-        return marginals_output(self.estimator_.predict_proba(X), self.classes_, output)
+        return marginals_output(self.estimator_.predict_proba(X, **_given(allowed)),
+                                self.classes_, output)
 
     @available_if(_tagger_has("predict_path_proba"))
-    def predict_path_proba(self, X, y=None, *, log=False):
+    def predict_path_proba(self, X, y=None, *, log=False, allowed=None):
         """Probability of a whole label path under the scaled tagger (see
         the tagger's ``predict_path_proba``).
 
@@ -392,16 +427,19 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
             Paths to score; None: the predicted ones.
         log : bool, default=False
             Return natural logarithms.
+        allowed : list, default=None
+            A constraint at prediction (see the tagger's ``predict``).
 
         Returns
         -------
         proba : ndarray of shape (n_sequences,)
         """
         self._check_fitted()
-        return self.estimator_.predict_path_proba(X, y, log=log)
+        return self.estimator_.predict_path_proba(X, y, log=log, **_given(allowed))
 
     @available_if(_tagger_has("predict_uncertainty"))
-    def predict_uncertainty(self, X, kind="entropy", *, per="token", n_paths=1):
+    def predict_uncertainty(self, X, kind="entropy", *, per="token", n_paths=1,
+                            allowed=None):
         """Uncertainty of the scaled tagger (see the tagger's
         ``predict_uncertainty``).
 
@@ -416,13 +454,16 @@ class TemperatureScaledTagger(SingleSequenceMixin, MetaEstimatorMixin, BaseEstim
         n_paths : int or "auto", default=1
             Paths per posterior draw of a sampled path estimate (see the
             tagger's ``predict_uncertainty``).
+        allowed : list, default=None
+            A constraint at prediction (see the tagger's ``predict``).
 
         Returns
         -------
         uncertainty : list of ndarray or ndarray of shape (n_sequences,)
         """
         self._check_fitted()
-        return self.estimator_.predict_uncertainty(X, kind, per=per, n_paths=n_paths)
+        return self.estimator_.predict_uncertainty(X, kind, per=per, n_paths=n_paths,
+                                                   **_given(allowed))
 
     @available_if(_tagger_has("predict_information_gain"))
     def predict_information_gain(self, X, X_target=None):

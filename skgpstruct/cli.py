@@ -8,9 +8,11 @@ The console script ``skgpstruct`` (and ``python -m skgpstruct``) runs
   of a CRF++ template (``--template``) or, without one, the word-form
   features of :class:`~skgpstruct.features.WordFeatures` (column 0), and
   saves the fitted pipeline and its metadata with :func:`skgpstruct.save`
-  (no pickles), as CRF++'s ``crf_learn``;
-* ``skgpstruct tag -m MODEL [-v 0|1|2] [-n N] FILE`` prints the labelled file
-  in the layout of CRF++'s ``crf_test``;
+  (no pickles), as CRF++'s ``crf_learn``; ``--unknown-label TOKEN`` makes a
+  label equal to TOKEN unknown (partial labels);
+* ``skgpstruct tag -m MODEL [-v 0|1|2] [-n N] [--allowed FILE] FILE`` prints
+  the labelled file in the layout of CRF++'s ``crf_test``; ``--allowed``
+  restricts the labels of chosen tokens;
 * ``skgpstruct eval GOLD [PRED]`` prints the token accuracy, per-label
   precision / recall / F1 and conlleval's chunk scores;
 * ``skgpstruct demo`` fits the taggers on synthetic data and compares them.
@@ -148,9 +150,11 @@ _EPILOG = """\
 examples:
   skgpstruct train --template template train.data model.skg
   skgpstruct train --format conllu --tagger gp train.conllu model.skg
+  skgpstruct train --unknown-label '?' partial.data model.skg
   skgpstruct tag -m model.skg test.data > result.txt
   skgpstruct tag -m model.skg -v2 - < test.data
   skgpstruct tag -m model.skg -n 5 test.data
+  skgpstruct tag -m model.skg --allowed allowed.txt test.data
   skgpstruct eval result.txt
   skgpstruct eval test.data predictions.txt
 
@@ -163,12 +167,16 @@ _TRAIN_EPILOG = """\
 TRAIN is a CRF++ column file (one token a line, columns separated by spaces
 or tabs, the label last, a blank line between sentences) or, with
 --format conllu, a CoNLL-U file; '-' reads stdin. Without --template the
-features are WordFeatures of column 0 (the word form).
+features are WordFeatures of column 0 (the word form). With --unknown-label
+TOKEN a label equal to TOKEN is unknown: the tagger fits the known labels
+and sums over the unknown ones (partial annotation); by default every label
+is known.
 
 examples:
   skgpstruct train --template template train.data model.skg
   skgpstruct train --c2 1.0 --max-iter 200 train.data model.skg
   skgpstruct train --format conllu --conllu-tag upos_feats train.conllu model.skg
+  skgpstruct train --unknown-label '?' --template template partial.data model.skg
 """
 
 _TAG_EPILOG = """\
@@ -179,10 +187,18 @@ sentence (p: probability of the printed path) and label/<marginal>; -v2 adds
 '# <k> <p>'. A token line may hold the model's input columns only, or one
 more (the gold label, printed too, so that 'skgpstruct eval' can score it).
 
+--allowed FILE constrains the labels: FILE has one line per token of the
+input and a blank line between sentences, as the input (same encoding); a
+line holds the labels the token may take, separated by tabs (one label
+forces it), or '*' for any label. The prediction, the N best paths (-n),
+the path probabilities and the marginals are then those of the allowed
+paths, renormalised. A label the model does not know is an error.
+
 examples:
   skgpstruct tag -m model.skg test.data
   cat test.data | skgpstruct tag -m model.skg -v1 -
   skgpstruct tag -m model.skg -n 3 test.data
+  skgpstruct tag -m model.skg --allowed allowed.txt -v1 test.data
 """
 
 _EVAL_EPILOG = """\
@@ -275,6 +291,10 @@ def build_parser(prog="skgpstruct"):
     p.add_argument("--random-state", type=int, default=0, metavar="N",
                    help="seed of the tagger's random draws (default: 0, so that "
                         "training twice gives the same model, as crf_learn does)")
+    p.add_argument("--unknown-label", metavar="TOKEN",
+                   help="a label value that means 'unknown' (partial labels: the "
+                        "token's label is not used); default: none, every label "
+                        "is known")
     p.add_argument("--encoding", default="utf-8", help="text encoding (default: utf-8)")
     p.add_argument("-v", "--verbose", action="count", default=0,
                    help="log the fit on stderr (-vv: every iteration)")
@@ -288,6 +308,10 @@ def build_parser(prog="skgpstruct"):
                    "2: also every label's marginal")
     p.add_argument("-n", "--nbest", type=_non_negative, default=0, metavar="N",
                    help="print the N best paths of each sentence")
+    p.add_argument("--allowed", metavar="FILE",
+                   help="labels each token may take: one line per token of the input "
+                        "(labels separated by tabs, '*': any), a blank line between "
+                        "sentences; the output is conditional on them")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout")
     p.add_argument("--encoding", help="text encoding (default: the model's)")
 
@@ -329,12 +353,12 @@ def _run(args, parser, argv):
               n_jobs=args.n_jobs,
               random_state=args.random_state, verbose=args.verbose,
               encoding=args.encoding, conllu_tag=args.conllu_tag or "upos",
-              conllu_columns=columns,
+              conllu_columns=columns, unknown_label=args.unknown_label,
               command=shlex.join([parser.prog.split()[-1], *argv]))
     elif args.command == "tag":
         if args.output is None:
             tag(args.model, args.input, verbose=args.verbose, nbest=args.nbest,
-                encoding=args.encoding)
+                encoding=args.encoding, allowed=args.allowed)
         else:
             import codecs
             import io
@@ -345,7 +369,7 @@ def _run(args, parser, argv):
             # succeeded
             buffer = io.StringIO()
             tag(args.model, args.input, verbose=args.verbose, nbest=args.nbest,
-                encoding=args.encoding, out=buffer)
+                encoding=args.encoding, allowed=args.allowed, out=buffer)
             with open(args.output, "w", encoding=args.encoding or "utf-8") as out:
                 out.write(buffer.getvalue())
     elif args.command == "eval":

@@ -9,6 +9,8 @@
   when it is loaded;
 * ``_train``: ``skgpstruct train`` (data, features, tagger, pipeline);
 * ``_tag``: ``skgpstruct tag`` (crf_test's output, ``-v`` and ``-n``);
+* ``_constraints``: ``tag --allowed`` (the labels each token may take) and
+  ``train --unknown-label`` (partial labels);
 * ``_eval_input``: ``skgpstruct eval``'s input (plain, ``-v1`` / ``-v2``
   output; one file or two);
 * ``_chunks``: conlleval's chunks and ``skgpstruct eval``.

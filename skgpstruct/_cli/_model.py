@@ -15,7 +15,8 @@ A model file holds a dict with the keys
   None for the default :class:`~skgpstruct.features.WordFeatures`),
   ``"classes"`` (the labels, as str), ``"n_columns"`` (input columns per
   token, the label excluded), ``"conllu_tag"`` and ``"conllu_columns"``
-  (CoNLL-U only), ``"command"`` (the training command line) and
+  (CoNLL-U only), ``"unknown_label"`` (``train --unknown-label``'s token,
+  or None), ``"command"`` (the training command line) and
   ``"created"`` (ISO 8601 time, UTC).
 
 **Version rule**: a model is read only by a package whose ``major.minor``

@@ -16,19 +16,24 @@ averaged over the same posterior draws as its marginals), the marginals
 (summing the probabilities of the paths with a label at a token gives its
 marginal), except a RandomizedCRFTagger with ``beam_size``, whose marginals
 are those of the chain restricted to the beam and its path probabilities the
-full chain's. The N best paths are searched under the tagger's point
-potentials (private hooks ``_check_X`` and ``_decode_potentials``,
-:mod:`skgpstruct._tagging.decoders`: the CRF's, or the GP tagger's posterior-mean
-potentials), then scored by ``predict_path_proba``.
+full chain's. The N best paths are the tagger's ``predict_nbest``: searched
+under its point potentials (the CRF's, or the GP tagger's posterior-mean
+potentials), then scored as by ``predict_path_proba``, most probable first.
+
+With ``allowed`` (``--allowed FILE``, :mod:`skgpstruct._cli._constraints`)
+every one of these is conditional on the path lying in the allowed set: the
+prediction and the N best paths are allowed paths, the probabilities and
+marginals those of the allowed paths, renormalised.
 """
 
+import contextlib
 import sys
 
 import numpy as np
 
-from .._tagging.decoders import _dense
 from ._common import (CLIError, check_column_counts, input_path, read_columns, read_input,
                       relay_warnings)
+from ._constraints import allowed_errors, read_allowed
 from ._model import load_model
 
 __all__ = ["predict_paths", "read_tag_input", "tag"]
@@ -85,19 +90,7 @@ def read_tag_input(path, model, encoding=None):
     return printed, X, len(first) == n + 1
 
 
-def _potentials(tagger, Xf):
-    """Per-sentence unary potentials and the dense transitions of ``tagger``."""
-    if not (hasattr(tagger, "_decode_potentials") and hasattr(tagger, "_check_X")):
-        raise CLIError(
-            f"{type(tagger).__name__} exposes no potentials: -v1, -v2 and -n "
-            "need a skgpstruct tagger."
-        )
-    data = tagger._check_X(Xf)
-    U, transitions = tagger._decode_potentials(data)
-    return data.split(np.asarray(U)), np.asarray(_dense(transitions), dtype=float)
-
-
-def predict_paths(model, X_columns, verbose=0, nbest=0):
+def predict_paths(model, X_columns, verbose=0, nbest=0, allowed=None):
     """Predicted paths, their probabilities and the marginals of sentences.
 
     Parameters
@@ -111,9 +104,13 @@ def predict_paths(model, X_columns, verbose=0, nbest=0):
         ``predict_path_proba``: for GPStructTagger averaged over its
         posterior draws) and the marginals.
     nbest : int, default=0
-        If positive, the ``nbest`` best paths of each sentence under the
-        tagger's point potentials (:func:`skgpstruct.chain.nbest.nbest_viterbi`)
-        instead of the tagger's prediction, each with its probability.
+        If positive, the ``nbest`` best paths of each sentence (the tagger's
+        ``predict_nbest``) instead of the tagger's prediction, each with its
+        probability, most probable first.
+    allowed : list, default=None
+        The taggers' constraint ``allowed=`` (one entry per sentence,
+        :func:`~skgpstruct._cli._constraints.read_allowed`): paths,
+        probabilities and marginals are conditional on it.
 
     Returns
     -------
@@ -124,36 +121,45 @@ def predict_paths(model, X_columns, verbose=0, nbest=0):
         with ``verbose=0``).
     classes : ndarray
         The labels.
-    """
-    from ..chain.nbest import nbest_viterbi
 
+    Raises
+    ------
+    ValueError
+        From the tagger, for a label of ``allowed`` it does not know (naming
+        the sequence and token, from 0).
+    """
     pipe = model["pipeline"]
     tagger = pipe[-1]
     classes = np.asarray(tagger.classes_)
-    with_probs = verbose >= 1 or nbest > 0
-    if with_probs and not hasattr(tagger, "predict_path_proba"):
+    needs = [name for name, wanted in (("predict_path_proba", verbose >= 1),
+                                       ("predict_nbest", nbest > 0)) if wanted]
+    if any(not hasattr(tagger, name) for name in needs):
         raise CLIError(
             f"{type(tagger).__name__} gives no path probabilities: -v1, -v2 and -n "
             "need a skgpstruct tagger."
         )
+    kw = {} if allowed is None else {"allowed": allowed}
+    index = {c: k for k, c in enumerate(classes.tolist())}
+
+    def encode(labels):
+        return np.array([index[c] for c in labels.tolist()], dtype=np.int64)
+
     with relay_warnings("tag"):
         Xf = pipe[:-1].transform(X_columns)
-        marginals = tagger.predict_marginals(Xf) if verbose >= 1 else None
+        marginals = tagger.predict_marginals(Xf, **kw) if verbose >= 1 else None
         if nbest:
-            unaries, B = _potentials(tagger, Xf)
-            paths = [list(nbest_viterbi(u, B, nbest)[0]) for u in unaries]
+            best = tagger.predict_nbest(Xf, nbest, **kw)
+            paths = [[encode(labels) for labels, _ in seq] for seq in best]
+            probs = [[p for _, p in seq] for seq in best]
         else:
-            index = {c: k for k, c in enumerate(classes.tolist())}
-            paths = [[np.array([index[c] for c in p.tolist()], dtype=np.int64)]
-                     for p in tagger.predict(Xf)]
-        probs = None
-        if with_probs:  # one batch of (sentence, path) pairs
-            rows = [k for k, ps in enumerate(paths) for _ in ps]
-            flat = tagger.predict_path_proba([Xf[k] for k in rows],
-                                             [classes[p] for ps in paths for p in ps])
-            probs = np.split(flat, np.cumsum([len(ps) for ps in paths])[:-1])
+            predicted = tagger.predict(Xf, **kw)
+            paths = [[encode(p)] for p in predicted]
+            probs = None
+            if verbose >= 1:
+                flat = tagger.predict_path_proba(Xf, predicted, **kw)
+                probs = [[float(p)] for p in flat]
     return [{"paths": paths[k],
-             "probs": None if probs is None else probs[k].tolist(),
+             "probs": None if probs is None else probs[k],
              "marginals": None if marginals is None else marginals[k]}
             for k in range(len(X_columns))], classes
 
@@ -170,7 +176,8 @@ def _write_path(out, printed, path, classes, marginals, verbose):
     out.write("\n")
 
 
-def tag(model_path, path, *, verbose=0, nbest=0, encoding=None, out=None):
+def tag(model_path, path, *, verbose=0, nbest=0, encoding=None, allowed=None,
+        out=None):
     """Label a file with a saved model and print crf_test's output.
 
     Parameters
@@ -184,7 +191,13 @@ def tag(model_path, path, *, verbose=0, nbest=0, encoding=None, out=None):
     nbest : int, default=0
         crf_test's ``-n``: print the ``nbest`` best paths (0: the prediction).
     encoding : str, default=None
-        Encoding of the input (the model's if None).
+        Encoding of the input and of ``allowed`` (the model's if None).
+    allowed : str or path-like, default=None
+        A file of the labels each token may take (``--allowed``,
+        :func:`~skgpstruct._cli._constraints.read_allowed`): one line per
+        token of the input, a blank line between sentences, the labels
+        separated by tabs, ``*`` for any label. The output is conditional
+        on it.
     out : file-like, default=None
         Where to print (``sys.stdout`` if None).
 
@@ -194,9 +207,20 @@ def tag(model_path, path, *, verbose=0, nbest=0, encoding=None, out=None):
         Number of sentences labelled.
     """
     out = sys.stdout if out is None else out
+    if allowed is not None and allowed == "-" == path:
+        raise CLIError("FILE and --allowed cannot both be '-' (stdin).")
     model = load_model(model_path)
     printed, X, _ = read_tag_input(path, model, encoding)
-    results, classes = predict_paths(model, X, verbose, nbest)
+    constraint, errors = None, contextlib.nullcontext()
+    if allowed is not None:
+        constraint, lines = read_allowed(
+            allowed, [len(x) for x in X],
+            encoding=model.get("encoding", "utf-8") if encoding is None else encoding,
+            input_name="<stdin>" if path == "-" else str(path))
+        errors = allowed_errors(lines, allowed,
+                                [str(c) for c in model["pipeline"][-1].classes_])
+    with errors:
+        results, classes = predict_paths(model, X, verbose, nbest, constraint)
     classes = [str(c) for c in classes.tolist()]
     for cols, res in zip(printed, results):
         if nbest:

@@ -7,6 +7,7 @@ import sys
 from .._input.text import _FileDecodeError
 from ..features._crfpp import _MACRO
 from ._common import CLIError, input_path, relay_warnings
+from ._constraints import mark_unknown
 from ._model import check_model_path, save_model
 
 __all__ = ["CONLLU_TAGS", "build_pipeline", "load_training_data", "train"]
@@ -15,7 +16,7 @@ CONLLU_TAGS = ("upos", "xpos", "feats", "upos_feats")
 
 
 def load_training_data(path, fmt="crfpp", *, encoding="utf-8", conllu_tag="upos",
-                       conllu_columns=("form",)):
+                       conllu_columns=("form",), unknown_label=None):
     """Labelled sentences of a CRF++ column file or a CoNLL-U file.
 
     Parameters
@@ -32,13 +33,18 @@ def load_training_data(path, fmt="crfpp", *, encoding="utf-8", conllu_tag="upos"
         The CoNLL-U label (``tag`` of :func:`~skgpstruct.datasets.load_conllu`).
     conllu_columns : sequence of str, default=("form",)
         The CoNLL-U fields that are the token's columns.
+    unknown_label : str or None, default=None
+        A label value that means "unknown": such labels are returned as
+        None (partial labels). For CoNLL-U, the label as read (with
+        ``conllu_tag="upos_feats"`` the joint tag). None: every label is
+        known.
 
     Returns
     -------
     X_columns : list of list of tuple of str
         The columns of each token (the label excluded).
-    y : list of list of str
-        The labels.
+    y : list of list of str or None
+        The labels (None: unknown).
     """
     from ..datasets import load_conllu, load_crfpp
 
@@ -46,9 +52,11 @@ def load_training_data(path, fmt="crfpp", *, encoding="utf-8", conllu_tag="upos"
         raise ValueError(f"unknown format {fmt!r}; expected 'crfpp' or 'conllu'.")
     with input_path(path) as fname, _encoding_hint():
         if fmt == "crfpp":
-            return load_crfpp(fname, encoding=encoding)
-        return load_conllu(fname, tag=conllu_tag, columns=tuple(conllu_columns),
-                           encoding=encoding)
+            X, y = load_crfpp(fname, encoding=encoding)
+        else:
+            X, y = load_conllu(fname, tag=conllu_tag, columns=tuple(conllu_columns),
+                               encoding=encoding)
+    return X, mark_unknown(y, unknown_label)[0]
 
 
 @contextlib.contextmanager
@@ -131,10 +139,26 @@ def build_pipeline(template=None, tagger="crf", *, c1=None, c2=None, max_iter=No
     return Pipeline([("features", features), ("tagger", estimator)])
 
 
+def _check_unknown(y, unknown_label, train_path, err):
+    """The number of unknown labels; a warning on ``err`` when there is none,
+    an error when every label is unknown."""
+    if unknown_label is None:
+        return 0
+    n_unknown = sum(label is None for labels in y for label in labels)
+    source = "<stdin>" if train_path == "-" else os.fspath(train_path)
+    if n_unknown == sum(len(labels) for labels in y):
+        raise CLIError(f"{source}: every label is --unknown-label {unknown_label!r}; "
+                       "a tagger needs some known labels.")
+    if not n_unknown:
+        print(f"skgpstruct train: warning: no label of {source} is --unknown-label "
+              f"{unknown_label!r}; every label is known.", file=err)
+    return n_unknown
+
+
 def train(train_path, model_path, *, tagger="crf", template=None, fmt="crfpp",
           c1=None, c2=None, max_iter=None, n_jobs=None, random_state=None, verbose=0,
           encoding="utf-8", conllu_tag="upos", conllu_columns=("form",),
-          command=None, err=None):
+          unknown_label=None, command=None, err=None):
     """Fit a tagger on a labelled file and save it (``skgpstruct train``).
 
     Parameters
@@ -153,8 +177,9 @@ def train(train_path, model_path, *, tagger="crf", template=None, fmt="crfpp",
         See :func:`build_pipeline`.
     encoding : str, default="utf-8"
         Encoding of the data and the template.
-    conllu_tag, conllu_columns
-        See :func:`load_training_data`.
+    conllu_tag, conllu_columns, unknown_label
+        See :func:`load_training_data`; a label equal to ``unknown_label``
+        is unknown (the tagger fits the others).
     command : str, default=None
         The command line, stored in the model.
     err : file-like, default=None
@@ -177,7 +202,8 @@ def train(train_path, model_path, *, tagger="crf", template=None, fmt="crfpp",
         with _encoding_hint():
             template_text = CRFppTemplate.from_file(template, encoding=encoding).template
     X, y = load_training_data(train_path, fmt, encoding=encoding, conllu_tag=conllu_tag,
-                              conllu_columns=conllu_columns)
+                              conllu_columns=conllu_columns, unknown_label=unknown_label)
+    n_unknown = _check_unknown(y, unknown_label, train_path, err)
     if template_text is not None:
         _check_template_columns(template, template_text, len(X[0][0]),
                                 "<stdin>" if train_path == "-" else train_path)
@@ -191,12 +217,13 @@ def train(train_path, model_path, *, tagger="crf", template=None, fmt="crfpp",
         template=template_text, classes=classes, n_columns=len(X[0][0]),
         conllu_tag=conllu_tag if fmt == "conllu" else None,
         conllu_columns=list(conllu_columns) if fmt == "conllu" else None,
-        command=command,
+        unknown_label=unknown_label, command=command,
     )
     if not verbose:
         return model
     n_tokens = sum(len(s) for s in y)
-    print(f"skgpstruct train: {len(y)} sentences, {n_tokens} tokens, "
+    unknown = f" ({n_unknown} with an unknown label)" if unknown_label is not None else ""
+    print(f"skgpstruct train: {len(y)} sentences, {n_tokens} tokens{unknown}, "
           f"{len(classes)} labels, {pipe[-1].n_features_in_} features; "
           f"model written to {os.fspath(model_path)}", file=err)
     return model

@@ -550,6 +550,8 @@ class RandomizedCRFTagger(SequenceTaggerMixin, BaseEstimator):
         ``_potential_scale`` (the low-rank factors' product scaled through
         its left factor)."""
         U, spec, s = self._unary(data), self._transition_spec(), self._potential_scale
+        if data.log_mask is not None:  # a constraint: -inf at the forbidden labels
+            U = U + data.log_mask
         if s == 1.0:
             return U, spec
         if isinstance(spec, tuple):

@@ -17,9 +17,11 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.validation import check_is_fitted
 
 from .decoders import _dense, decode
+from .._input.constraints import allowed_mask
 from .._input.sequences import SequenceData
 from ..chain import log_likelihood, path_entropy
 from ..chain.backend import get_backend
+from ..chain.nbest import nbest_viterbi
 from ..chain.paths import check_n_paths
 from ..metrics._sequence import flat_accuracy_score
 
@@ -116,9 +118,17 @@ class PredictMixin(SingleSequenceMixin):
     #: marginals' potentials), so that every prediction method agrees.
     _potential_scale = 1.0
 
-    def _check_X(self, X):
+    def _check_X(self, X, allowed=None):
         check_is_fitted(self, self._fitted_attribute)
-        return SequenceData.from_sequences(X, n_features=self.n_features_in_)
+        data = SequenceData.from_sequences(X, n_features=self.n_features_in_)
+        return self._constrain(data, allowed)
+
+    def _constrain(self, data, allowed):
+        """``data`` with the ``log_mask`` of the constraint ``allowed``."""
+        mask = allowed_mask(allowed, self.classes_, data.lengths)
+        if mask is not None:
+            data.log_mask = np.where(mask, 0.0, -np.inf)
+        return data
 
     def _decoder(self):
         """Name of the :data:`~skgpstruct._tagging.decoders.DECODERS` entry ``predict`` uses."""
@@ -134,24 +144,29 @@ class PredictMixin(SingleSequenceMixin):
         it is still usable, else the CPU."""
         return get_backend("auto" if self._on_gpu else "cpu")
 
-    def predict(self, X):
+    def predict(self, X, *, allowed=None):
         """Label sequences with the tagger's decoder.
 
         Parameters
         ----------
         X : list of array-like or sparse matrix of shape (T_n, n_features)
             Token features of each sequence.
+        allowed : list, default=None
+            A constraint: one entry per sequence, None (no constraint) or one
+            entry per token, None (any label), a label (forced) or a
+            collection of labels. The result is conditional on the path
+            lying in the allowed set (see :ref:`annotating-less`).
 
         Returns
         -------
         y_pred : list of ndarray of shape (T_n,)
             Predicted labels (values of ``classes_``).
         """
-        data = self._check_X(X)
+        data = self._check_X(X, allowed)
         paths = decode(self._decoder(), self, data, self._predict_backend())
         return [self.classes_[p] for p in paths]
 
-    def predict_marginals(self, X, *, output="array"):
+    def predict_marginals(self, X, *, output="array", allowed=None):
         """Per-token label marginals ``p(y_t = j | x)``.
 
         :class:`~skgpstruct.GPStructTagger` averages forward-backward
@@ -169,6 +184,11 @@ class PredictMixin(SingleSequenceMixin):
         output : {"array", "dict"}, default="array"
             ``"dict"``: sklearn-crfsuite's format, one ``{label: p}`` dict
             per token (labels as in ``classes_``, as Python scalars).
+        allowed : list, default=None
+            A constraint: one entry per sequence, None (no constraint) or one
+            entry per token, None (any label), a label (forced) or a
+            collection of labels. The result is conditional on the path
+            lying in the allowed set (see :ref:`annotating-less`).
 
         Returns
         -------
@@ -185,10 +205,10 @@ class PredictMixin(SingleSequenceMixin):
         [0, 1]
         """
         check_marginals_output(output)
-        return marginals_output(self._token_marginals(self._check_X(X)), self.classes_,
-                                output)
+        return marginals_output(self._token_marginals(self._check_X(X, allowed)),
+                                self.classes_, output)
 
-    def predict_proba(self, X, *, output="array"):
+    def predict_proba(self, X, *, output="array", allowed=None):
         """Per-token label marginals, the same as :meth:`predict_marginals`.
 
         The sklearn name, so that a :class:`~sklearn.pipeline.Pipeline`
@@ -205,6 +225,11 @@ class PredictMixin(SingleSequenceMixin):
             The sequences, as for :meth:`predict`.
         output : {"array", "dict"}, default="array"
             As for :meth:`predict_marginals`.
+        allowed : list, default=None
+            A constraint: one entry per sequence, None (no constraint) or one
+            entry per token, None (any label), a label (forced) or a
+            collection of labels. The result is conditional on the path
+            lying in the allowed set (see :ref:`annotating-less`).
 
         Returns
         -------
@@ -222,9 +247,9 @@ class PredictMixin(SingleSequenceMixin):
         >>> sorted(crf.predict_proba(X[:1], output="dict")[0][0])
         ['DT', 'NN']
         """
-        return self.predict_marginals(X, output=output)
+        return self.predict_marginals(X, output=output, allowed=allowed)
 
-    def predict_path_proba(self, X, y=None, *, log=False):
+    def predict_path_proba(self, X, y=None, *, log=False, allowed=None):
         """Probability of a whole label path of each sequence, ``p(y_1, ...,
         y_T | x)``.
 
@@ -253,6 +278,11 @@ class PredictMixin(SingleSequenceMixin):
             the paths :meth:`predict` returns.
         log : bool, default=False
             Return natural logarithms (a long path's probability underflows).
+        allowed : list, default=None
+            A constraint: one entry per sequence, None (no constraint) or one
+            entry per token, None (any label), a label (forced) or a
+            collection of labels. The result is conditional on the path
+            lying in the allowed set (see :ref:`annotating-less`).
 
         Returns
         -------
@@ -278,12 +308,13 @@ class PredictMixin(SingleSequenceMixin):
         1.0
         """
         if y is None:
-            data = self._check_X(X)
+            data = self._check_X(X, allowed)
             paths = decode(self._decoder(), self, data, self._predict_backend())
         else:  # validated with X, labels encoded (unknown ones raise)
             check_is_fitted(self, self._fitted_attribute)
             data = SequenceData.from_sequences(X, y, n_features=self.n_features_in_,
                                                label_encoder=self._encoder())
+            data = self._constrain(data, allowed)
             paths = data.split(data.y_flat)
         out = self._path_log_proba(data, paths)
         return out if log else np.exp(out)
@@ -303,9 +334,71 @@ class PredictMixin(SingleSequenceMixin):
                         zip(data.split(np.asarray(U, dtype=np.float64)), paths)])
         return np.minimum(out, 0.0)  # rounding: a sure path is log 1 = 0
 
+    def predict_nbest(self, X, n, *, allowed=None):
+        """The ``n`` best label paths of each sequence with their
+        probabilities (what ``skgpstruct tag -n`` prints).
+
+        The candidates are the ``n`` highest-scoring paths under the
+        tagger's point potentials (list Viterbi,
+        :func:`~skgpstruct.chain.nbest_viterbi`; for GPStructTagger its
+        posterior-mean potentials), each with its :meth:`predict_path_proba`
+        (for GPStructTagger the posterior predictive probability), most
+        probable first. For RandomizedCRFTagger they are the ``n`` most
+        probable paths.
+
+        Parameters
+        ----------
+        X : list of (T_n, n_features) array-likes or sparse matrices
+            The sequences, as for :meth:`predict`.
+        n : int
+            Paths wanted per sequence, at least 1 (fewer when a sequence has
+            fewer allowed paths).
+        allowed : list, default=None
+            A constraint: one entry per sequence, None (no constraint) or one
+            entry per token, None (any label), a label (forced) or a
+            collection of labels. The result is conditional on the path
+            lying in the allowed set (see :ref:`annotating-less`).
+
+        Returns
+        -------
+        nbest : list of list of (ndarray of shape (T_n,), float)
+            Per sequence, ``(labels, probability)`` pairs, most probable
+            first (labels of ``classes_``).
+
+        Examples
+        --------
+        >>> from skgpstruct import RandomizedCRFTagger
+        >>> from skgpstruct.datasets import make_chain_data
+        >>> X, y = make_chain_data(n_sequences=20, n_classes=2, length=3,
+        ...                        random_state=0)[:2]
+        >>> crf = RandomizedCRFTagger(random_state=0).fit(X, y)
+        >>> best = crf.predict_nbest(X[:1], 8)[0]  # all 8 paths of length 3
+        >>> round(sum(p for _, p in best), 6)
+        1.0
+        >>> crf.predict_nbest(X[:1], 2, allowed=[[0, None, 1]])[0][0][0]
+        array([0, 1, 1])
+        """
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise ValueError(f"n must be an integer >= 1, got {n!r}.")
+        data = self._check_X(X, allowed)
+        U, transitions = self._decode_potentials(data)
+        B = np.asarray(_dense(transitions), dtype=np.float64)
+        paths = [nbest_viterbi(u, B, int(n))[0] for u in data.split(np.asarray(U, float))]
+        rows = np.repeat(np.arange(data.n_sequences), [len(p) for p in paths])
+        flat = np.exp(self._path_log_proba(data.subset(rows),
+                                           [p for ps in paths for p in ps]))
+        out, k = [], 0
+        for ps in paths:
+            probs = flat[k:k + len(ps)]
+            k += len(ps)
+            order = np.argsort(-probs, kind="stable")
+            out.append([(self.classes_[ps[i]], float(probs[i])) for i in order])
+        return out
+
     _UNCERTAINTY_KINDS = ("entropy",)
 
-    def predict_uncertainty(self, X, kind="entropy", *, per="token", n_paths=1):
+    def predict_uncertainty(self, X, kind="entropy", *, per="token", n_paths=1,
+                            allowed=None):
         """How unsure the tagger is, per token or per sequence.
 
         - ``"entropy"`` (both taggers): entropy in nats of each token's
@@ -357,6 +450,11 @@ class PredictMixin(SingleSequenceMixin):
             value still depends on that sequence and ``predict_seed_``
             alone. The exact path entropy of RandomizedCRFTagger does not
             sample and ignores it.
+        allowed : list, default=None
+            A constraint: one entry per sequence, None (no constraint) or one
+            entry per token, None (any label), a label (forced) or a
+            collection of labels. The result is conditional on the path
+            lying in the allowed set (see :ref:`annotating-less`).
 
         Returns
         -------
@@ -374,9 +472,9 @@ class PredictMixin(SingleSequenceMixin):
         if per != "token" and kind == "marginal_std":
             raise ValueError("kind='marginal_std' is per token (and label) only.")
         if per == "path":
-            return np.asarray(self._path_uncertainty(self._check_X(X), kind, n_paths),
-                              dtype=np.float64)
-        values = self._token_uncertainty(self._check_X(X), kind)
+            return np.asarray(self._path_uncertainty(self._check_X(X, allowed), kind,
+                                                     n_paths), dtype=np.float64)
+        values = self._token_uncertainty(self._check_X(X, allowed), kind)
         if per == "sequence":
             return np.array([float(v.sum()) for v in values])
         return values
