@@ -75,7 +75,8 @@ def _check_counts(sentences, lengths, source, input_name, last_line):
     if len(sentences) > len(lengths):
         raise CLIError(
             f"{source}, line {sentences[len(lengths)][0][0]}: sentence "
-            f"{len(lengths) + 1}, but {input_name} has {len(lengths)} sentence(s)."
+            f"{len(lengths) + 1} begins, but {input_name} has only {len(lengths)} "
+            "sentence(s)."
         )
     if len(sentences) < len(lengths):
         raise CLIError(
