@@ -42,6 +42,11 @@ Only :func:`_ll_grad_ragged_blas`, the training pass with a shared B, runs
 the sequences of one call together, position by position, as matrix-matrix
 products (BLAS through ``np.dot``).
 
+Labels with unknown entries (negative codes, partial labels) take two
+linear-space passes (:func:`_partial_seq`): the chain with the known labels
+clamped, then the unconstrained one; their pair counts are the clamped
+pass's pairwise marginals.
+
 Every kernel writes ``fell[n] = 1`` for a sequence computed by the log-space
 core and 0 otherwise.
 """
@@ -53,6 +58,7 @@ from numba import njit
 
 from ._exact_kernels import (
     _NEG_INF,
+    _constrain,
     _constrained_log_z,
     _fb_core,
     _fold,
@@ -195,6 +201,38 @@ def _lin_backward(X, ET, alpha, s, b, w, acc, unary, M, pairs=True):
 
 
 @njit(cache=True, nogil=True)
+def _partial_seq(Uf, y, E, ET, c, rB, X, m, alpha, s, fwd, bwd, vec, unary, M, pw):
+    """:func:`_seq` of labels with unknown entries in linear space: the pass
+    given the known labels (their potentials clamped, :func:`_constrain`),
+    then the unconstrained one. ``unary`` = constrained minus unconstrained
+    marginals, ``M += sum outer(alpha, w)`` of the unconstrained pass minus
+    the constrained one's (so that ``-E * M`` is the pairwise gradient),
+    ``pw`` overwritten (scratch); return ``(log Z_c - log Z, True)``, or
+    ``(0, False)`` without touching ``unary`` or ``M`` when a pass is not
+    safe (the caller falls back to log space)."""
+    T, V = Uf.shape
+    b, w, acc = vec[0], vec[1], vec[2]
+    Uc = fwd[:T]
+    _constrain(Uf, y, Uc)
+    if not (_exp_U(Uc, rB, X[:T], m) and _lin_forward(X[:T], E, alpha[:T], s, acc)):
+        return 0.0, False
+    log_zc = _log_z(m, c, s, T)
+    pw[:, :] = 0.0
+    _lin_backward(X[:T], ET, alpha[:T], s, b, w, acc, bwd[:T], pw)
+    if not (_exp_U(Uf, rB, X[:T], m) and _lin_forward(X[:T], E, alpha[:T], s, acc)):
+        return 0.0, False
+    log_z = _log_z(m, c, s, T)
+    _lin_backward(X[:T], ET, alpha[:T], s, b, w, acc, unary, M)
+    for i in range(V):
+        for j in range(V):
+            M[i, j] -= pw[i, j]
+    for t in range(T):
+        for j in range(V):
+            unary[t, j] = bwd[t, j] - unary[t, j]
+    return log_zc - log_z, True
+
+
+@njit(cache=True, nogil=True)
 def _seq(Uf, B, y, E, ET, c, rB, X, m, alpha, s, fwd, bwd, vec, unary, M, pw):
     """Forward-backward of one sequence (folded unaries Uf, transitions B with
     E, ET, c, rB from :func:`_exp_B`). Linear space: unary marginals (or
@@ -204,7 +242,12 @@ def _seq(Uf, B, y, E, ET, c, rB, X, m, alpha, s, fwd, bwd, vec, unary, M, pw):
     (log Z or log p(y), fell back)."""
     T, V = Uf.shape
     b, w, acc = vec[0], vec[1], vec[2]
-    partial = y.shape[0] > 0 and _is_partial(y)  # unknown labels: log space
+    partial = y.shape[0] > 0 and _is_partial(y)  # unknown labels
+    if partial and rB <= _SAFE_RANGE:
+        value, done = _partial_seq(Uf, y, E, ET, c, rB, X, m, alpha, s, fwd, bwd, vec,
+                                   unary, M, pw)
+        if done:
+            return value, False
     if not partial and rB <= _SAFE_RANGE and _exp_U(Uf, rB, X[:T], m) and \
             _lin_forward(X[:T], E, alpha[:T], s, acc):
         log_z = _log_z(m, c, s, T)
@@ -224,11 +267,13 @@ def _seq(Uf, B, y, E, ET, c, rB, X, m, alpha, s, fwd, bwd, vec, unary, M, pw):
 
 @njit(cache=True, nogil=True)
 def _add_counts(y, P, sign):
-    """P[y[t - 1], y[t]] += sign for every t >= 1 with both labels known
-    (unknown labels are negative codes)."""
+    """P[y[t - 1], y[t]] += sign for every t >= 1; nothing for labels with an
+    unknown entry (negative codes: their pair term is the constrained
+    marginals, which the pass computes)."""
+    if _is_partial(y):
+        return
     for t in range(1, y.shape[0]):
-        if y[t - 1] >= 0 and y[t] >= 0:
-            P[y[t - 1], y[t]] += sign
+        P[y[t - 1], y[t]] += sign
 
 
 @njit(cache=True, nogil=True)
@@ -391,12 +436,16 @@ def _ll_grad_ragged_blas(U, offsets, B, start, end, y, gU, gB, fell):
             score = _path_score(Uf[:T], B[0], yn)
             out[n] = score  # log Z subtracted below
         else:
+            M[:, :] = 0.0
             v, f = _seq(Uf[:T], B[0], yn, E, ET, c, rB, X, m, alpha, s, fwd, bwd, vec,
                         gU[a:b], M, pw)
             out[n] = v
-            fell[n] = 1
-            _add_counts(yn, pw, -1.0)  # G holds the counts of every sequence
-            G += pw
+            fell[n] = 1 if f else 0
+            if f:
+                _add_counts(yn, pw, -1.0)  # G holds the counts of every sequence
+                G += pw
+            else:  # unknown labels, in linear space: M holds the pair sums
+                _finish_pair(E, M, G, True, True)
     order_all = np.argsort(-lengths, kind="mergesort")
     K = 0
     for n in range(N):

@@ -119,3 +119,35 @@ def test_labels_below_minus_one_are_refused():
     y[0] = -2
     with pytest.raises(ValueError, match="unknown"):
         chain.log_likelihood(U, B, y)
+
+
+@pytest.mark.parametrize("V", [3, 9])
+def test_partial_sequences_run_in_linear_space_and_match_log_space(V):
+    from skgpstruct.chain import exact
+    from skgpstruct.chain._exact_kernels import _fb_ragged_kernel as log_space
+
+    rng = np.random.default_rng(11)
+    lengths = np.array([5, 3, 6, 1, 4])
+    n = lengths.sum()
+    U, B = rng.normal(size=(n, V)), rng.normal(size=(V, V))
+    y = rng.integers(V, size=n)
+    y[rng.random(n) < 0.4] = -1
+    assert not exact._ragged_fallbacks(U, lengths, B, y).any()
+    values, gU, gB = chain.log_likelihood_grad_ragged(U, lengths, B, y)
+    offsets = np.r_[0, np.cumsum(lengths)].astype(np.int64)
+    zeros = np.zeros(V)
+    gU_ref, gB_ref = np.empty_like(U), np.empty((len(lengths), V, V))
+    ref_values = log_space(U, offsets, B[None], zeros, zeros, y, gU_ref, gB_ref)
+    np.testing.assert_allclose(values, ref_values, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gU, gU_ref, atol=1e-12)
+    np.testing.assert_allclose(gB, gB_ref.sum(axis=0), atol=1e-11)
+    # batched (the weight-noise pass's kernel): many draws of one sequence
+    Ub = rng.normal(size=(4, 5, V))
+    yb = np.array([1, -1, -1, 0, -1]) % V
+    yb[[1, 2, 4]] = -1
+    vb, gUb, gBb = chain.log_likelihood_grad(Ub, B, yb)
+    for k in range(4):
+        want, gU_w, gB_w = ref.brute_force_partial_log_likelihood(Ub[k], B, yb)
+        assert_allclose(vb[k], want, atol=1e-12)
+        assert_allclose(gUb[k], gU_w, atol=1e-12)
+        assert_allclose(gBb[k], gB_w, atol=1e-12)

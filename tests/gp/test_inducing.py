@@ -160,7 +160,10 @@ def test_input_errors():
     with pytest.raises(ValueError, match=r"\[0, n_classes\)"):
         init_inducing_points(X, y, 2, 2)
     with pytest.raises(ValueError, match=r"\[0, n_classes\)"):
-        init_inducing_points(X, y - 1, 2, 3)
+        init_inducing_points(X, y - 2, 2, 3)  # -1 is an unknown label; -2 is not
+    # unknown labels (-1) spread their count uniformly over the classes
+    Z, F = init_inducing_points(X, np.where(np.arange(y.size) % 3 == 0, -1, y), 200, 3)
+    assert_allclose(F[::3], 1.0 / 3)
     with pytest.raises(TypeError, match="integer labels"):
         init_inducing_points(X, y.astype(float), 2, 3)
     with pytest.raises(ValueError, match="one label per row"):
