@@ -1,462 +1,432 @@
-"""Active learning on basenp (papers' features): random vs CRF entropy vs GP
-mutual information.
+"""Active learning on CoNLL-2000 chunking: random sentences, CRF MNLP, GP path
+mutual information (BALD) and token-level partial annotation.
 
-Per fold of ``folds.json`` (the papers' five-fold protocol) the fold's 150 training
-sentences are the pool and its 150 test sentences the test set. Every
-strategy starts from the same 10 sentences drawn at random (seeded by the
-fold) and acquires ``--step`` (10) sentences per round up to ``--budget``
-(100):
+Protocol
+--------
+The pool is CoNLL-2000's training set (8,936 sentences, 211,727 tokens), the
+test set its test set, the features sklearn-crfsuite's tutorial feature dicts
+(``_conll.tutorial_features``). Cost is counted in annotated tokens, as a
+fraction of the pool's tokens. Each seed draws one random order of the pool's
+sentences; every strategy starts from the same labelled set, the first
+sentences of that order up to ``BUDGETS[0]`` (1 %) of the pool's tokens. At
+each budget of ``--budgets`` (1, 2, 4, 8, 12, 16, 25 %) the strategy's
+tagger(s) are fitted on what is labelled and scored on the test set (chunk F1,
+conlleval's rule; token error %), then the strategy acquires up to the next
+budget: sentences in the order of its score (ties by pool position) until the
+annotated tokens reach the budget (the last sentence may overshoot; the curves
+use the tokens actually annotated).
 
-* ``random``: the next sentences of one random permutation of the pool;
-* ``crf_entropy``: the unlabelled sentences with the largest summed token
-  entropy of the marginals of a RandomizedCRFTagger in exact mode
-  (``n_top=None``) fitted on the labelled ones ("total token entropy",
-  Settles and Craven, EMNLP 2008);
-* ``gp_mi``: the largest mutual information between a sentence's label
-  path and the posterior (BALD for the whole sequence: the entropy of the
-  posterior predictive over label paths minus the mean entropy over the
-  posterior draws, ``predict_uncertainty(kind="mutual_information",
-  per="path")``) of a GPStructTagger (default parameters) fitted on the
-  labelled ones.
+Each strategy's tagger is the one it would train, as ``_standard_gp`` builds
+them for the standard tasks: ``GPStructTagger`` is ``Pipeline([SequenceVectorizer(),
+GPStructTagger(n_jobs=J, random_state=seed)])`` at its defaults (it chooses its
+prior variance and temperature on its own labelled sentences), the CRF
+``Pipeline([SequenceVectorizer(), RandomizedCRFTagger(c1=0, c2=C2,
+max_iter=100)])`` (exact; ``--c2``, default 1, the value chosen on the dev
+split of the full training set in ``standard_tasks.py``). The vectorizer is
+refitted on the labelled sentences each round. Strategies:
 
-Three more ways of spending the GP's mutual information, off by default
-(``--strategies``), each a published principle rather than a tuned one:
+* ``random``: the next sentences of the seed's order; both taggers are fitted
+  on the same labelled sets;
+* ``crf_mnlp``: maximum normalised log-probability (Shen et al., ICLR 2018
+  (arXiv 2017)): the sentences whose best path (Viterbi) has the lowest
+  ``log p(y* | x) / T`` under the CRF (``predict_path_proba(log=True)``);
+* ``gp_bald``: the largest mutual information between the label path and the
+  GP's posterior (``predict_uncertainty(kind="mutual_information",
+  per="path")``);
+* ``gp_partial``: token-level partial annotation. Sentences are taken in the
+  ``gp_bald`` order (a sentence with some tokens still unlabelled stays a
+  candidate); in each, only the ``ceil(--partial-fraction * unlabelled)``
+  (at least one) unlabelled tokens with the largest token mutual information
+  (``per="token"``) are labelled, the others are passed to ``fit`` as
+  ``None`` (unknown: the likelihood marginalises them). Both scores of a
+  sentence with annotated tokens are taken given them (``allowed=`` with
+  those labels forced: the posterior predictive given what is known). Its
+  whole-sentence counterpart with the same sentence score is ``gp_bald``.
 
-* ``gp_mi_tokens``: the largest summed token mutual information (the entropy
-  of the mean token marginals minus the mean entropy over posterior draws,
-  summed over the sentence, ``per="sequence"``): ``gp_mi`` before the path
-  form. It counts a doubt shared by neighbouring tokens (a chunk's extent)
-  once per token;
+Optional rows (``--strategies``): ``crf_entropy``, the largest total token
+entropy of the CRF's marginals (Settles and Craven, EMNLP 2008); ``gp_epig``,
+the expected predictive information gain (``predict_information_gain``)
+about the tokens of ``--epig-target`` pool sentences drawn by the seed.
+Scores are computed on chunks of ``SCORE_CHUNK`` sentences (each sentence's
+score depends on that sentence and the model only).
 
-* ``gp_mi_batch``: greedy batch selection with hallucinated labels (the
-  batch GP-UCB idea of Desautels, Krause and Burdick, JMLR 2014: the
-  posterior variance after a new observation does not depend on its label).
-  After each pick the weights' posterior variances of the picked sentence's
-  features are shrunk by the Gauss-Newton curvature its labels would add
-  (``x_tj^2 p_tv (1 - p_tv)``, the variance of the label indicator under
-  the marginals, divided by the temperature: ``coef_var_`` is the cold
-  posterior's), and the mutual information of the sentences sharing a
-  feature with it is computed again, so that a batch does not spend ten
-  sentences on one uncertain feature;
-* ``gp_mi_density``: information density (Settles and Craven, EMNLP 2008):
-  the mutual information times the mean cosine similarity of the sentence's
-  bag of features to the pool's, so that outliers are not preferred.
+Full-pool F1: each tagger fitted once on the whole pool (GP ``random_state=0``)
+and scored on the test set; stored in the section with the pool's settings and
+reused by later invocations (``--full-pool`` recomputes it). A strategy's
+target is 99 % of its own tagger's full-pool F1; its tokens to target, per
+seed, is the first crossing of its F1 curve, interpolated linearly in the
+annotated fraction between the two budgets around it. A seed whose curve never
+reaches it is censored: it counts as the final annotated fraction (about 25 %)
+in the means and paired t statistics, and the row says how many seeds reached
+it; a comparison whose winning side has a censored seed does not pass.
 
-* ``gp_mi_power``: stochastic batch acquisition (power BALD, Kirsch,
-  Farquhar, Atighehchian, Jesson, Branchaud-Charron and Gal, TMLR 2023): the
-  batch is drawn without replacement with probabilities proportional to the
-  path mutual information of ``gp_mi`` raised to the power ``beta = 1`` (the
-  paper's default; Gumbel-top-k on its log), seeded by the run's seed and
-  the labelled set's size. Top-k takes the k best scores as if each were
-  the only one picked; drawing them lets a batch hold sentences whose
-  scores are near the top without all being near the same doubt.
-
-* ``gp_mi_prior``: ``gp_mi`` with the weights of the features never active
-  in the labelled set at their prior variance (``temperature_ * sigma^2``,
-  as ``predict_information_gain`` draws them) instead of none: the tagger
-  leaves those features out of its predictions, so its own score cannot see
-  the novelty of a sentence full of them, though the exact posterior of a
-  weight that no label has touched is its prior;
-* ``gp_epig``: the expected predictive information gain about the labels of
-  the unlabelled pool's tokens (Bickford Smith, Kirsch, Farquhar, Gal,
-  Foster and Rainforth, AISTATS 2023;
-  ``GPStructTagger.predict_information_gain(X_pool)``): what a sentence's
-  labels would teach about the predictions at the pool's inputs rather than
-  about the model, from posterior draws joint over the sentences.
-
-(``gp_mi_batch`` and ``gp_mi_density`` spend the summed token mutual
-information, as ``gp_mi_tokens``.)
-
-``--task ud_upos`` runs the same protocol on a task the package's defaults
-and this benchmark were not chosen on: UPOS (17 tags) of the UD
-Hungarian-Szeged treebank, the pool its first ``--pool`` (300) training
-sentences, the test set its test sentences, features
-:class:`skgpstruct.features.WordFeatures` fitted on the pool's words (the
-unlabelled text); a "fold" there is the seed of the starting sentences and of
-the random order.
-
-After every round both a GPStructTagger (defaults) and the exact
-RandomizedCRFTagger (``--c2``) are fitted on each strategy's labelled set and
-scored (token error %) on the test sentences; the acquiring model of
-``crf_entropy`` / ``gp_mi`` is the one fitted there. Ties in a score are
-broken by pool position, so a run is deterministic.
-
-``--cv-repeats R`` makes the GP's own validation inside ``fit`` (the
-choice of ``(sigma^2, T)``) use ``R`` shuffled 3-fold splits (``n_repeats``
-of ``cv_prior_variance`` and ``cv_posterior``), the fits of small labelled
-sets being where that choice is noisiest; 1 (the default) is the package's.
-
-``--acquisition-seed A`` adds ``A`` to the fitted GP's ``predict_seed_``
-for the acquisition scores only: the same fits, test errors and random arm,
-other Monte Carlo draws of the scores, so that two values of ``A`` measure
-how much of a curve is the noise of the scores' draws.
-
-``--repeats R`` runs every fold ``R`` times, seeded ``fold + 1000 r``
-(``r = 0`` is the fold's own run): other starting sentences, random orders
-and Monte Carlo draws of the fits, so that the means carry less of the noise
-of one draw of each.
-
-The table holds, per strategy, model and number of labelled sentences, the
-mean and standard deviation over the folds (and repeats); the script also prints how many
-sentences GP mutual information needs to reach the GP's error after 100
-random sentences (mean curves over the folds). Results go to the section
-``default`` of ``benchmarks/results/active_learning.{md,json}`` (``--name
-KEY``: the section ``KEY``; the other sections are kept) and, with
-matplotlib (the ``plot`` extra), ``active_learning.png``
-(``active_learning_KEY.png``; mean curves with +- one standard deviation
-bands).
+Seeds run as separate invocations (``--seeds 0 1``) that add their curves to
+the section (a seed's strategy run again is replaced); every invocation, and
+``--report`` alone, recomputes the report from all stored seeds: F1 per budget
+(mean +- standard error over seeds), tokens to target, and the paired t
+statistics over seeds of the issue's acceptance (best GP strategy against
+random with the GP and against CRF MNLP; ``gp_partial`` against ``gp_bald``).
+A section's settings (budgets, pool, test, c2, partial fraction) are fixed by
+its first run; another setting needs ``--name`` or ``--fresh``. A seed's
+strategies can also be split over invocations (``--seeds 0 --strategies
+gp_partial``): every strategy of a seed starts from the same labelled set.
 
 Usage::
 
-    python benchmarks/active_learning.py [--folds 0 1 2 3 4] [--start 10]
-        [--step 10] [--budget 100] [--c2 1.0] [--quick]
-        [--strategies random crf_entropy gp_mi gp_mi_tokens gp_mi_batch gp_mi_density
-                      gp_mi_power gp_mi_prior gp_epig]
-        [--task basenp|ud_upos] [--pool 300] [--models GPStructTagger]
-        [--n-jobs 1] [--repeats 1] [--cv-repeats 1] [--n-paths 1]
-        [--acquisition-seed 0] [--name SECTION]
+    python benchmarks/active_learning.py --full-pool            # once (optional)
+    python benchmarks/active_learning.py --seeds 0              # one seed: ~1.5 h, 2 cores
+    python benchmarks/active_learning.py --seeds 0 --strategies gp_epig   # optional rows
+    python benchmarks/active_learning.py --seeds 1 ...          # up to --seeds 4
+    python benchmarks/active_learning.py --report               # merge / re-render
+    python benchmarks/active_learning.py --seeds 0 --max-sentences 300 \\
+        --max-test 200 --n-jobs 1 --name smoke                  # a smoke run
 
-``--quick`` runs fold 0 up to 40 sentences.
+Results: a section of ``benchmarks/results/active_learning.{md,json}`` and the
+figure ``active_learning[_SECTION].png`` (F1 against annotated tokens, mean
++- standard error bands).
 """
 
 import argparse
-import copy
-import os
+import math
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
-from joblib import Parallel, delayed
-from sklearn.preprocessing import normalize
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import add_name_argument, plot_path, section_key, write_results  # noqa: E402
-from gpstruct_table1 import _fold_data  # noqa: E402
-from validation_seeds import _with_repeats  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _active_learning_report import (CRF, GP, OPTIONAL, STRATEGIES, TAGGERS,  # noqa: E402
+                                     report)
+from _common import (RUN, add_name_argument, machine_info, plot_path,  # noqa: E402
+                     provenance, read_results, section_key)
+from _conll import TASKS, read_columns  # noqa: E402
+from _standard_gp import MAX_ITER, featurize, make_crf_l2, make_gp  # noqa: E402
 
-from skgpstruct import GPStructTagger, RandomizedCRFTagger  # noqa: E402
-from skgpstruct._gpstruct.information_gain import weight_variances  # noqa: E402
-from skgpstruct.datasets import load_benchmark  # noqa: E402
+from skgpstruct.datasets import get_data_home  # noqa: E402
+from skgpstruct.metrics import chunk_f1_score, flat_accuracy_score  # noqa: E402
 
-STRATEGIES = ("random", "crf_entropy", "gp_mi")
-EXTRA_STRATEGIES = ("gp_mi_tokens", "gp_mi_batch", "gp_mi_density", "gp_mi_power",
-                    "gp_mi_prior", "gp_epig")
-MODELS = ("GPStructTagger", "RandomizedCRFTagger")
-
-
-def _error(model, X_te, y_te):
-    """Token error % (labels unseen in training count as errors)."""
-    pred = np.concatenate(model.predict(X_te))
-    return 100.0 * float(np.mean(pred != np.concatenate(y_te)))
+SCRIPT = "active_learning"
+BUDGETS = (0.01, 0.02, 0.04, 0.08, 0.12, 0.16, 0.25)
+CRF_C2 = 1.0
+PARTIAL_FRACTION = 0.25
+EPIG_TARGET = 300
+SCORE_CHUNK = 1000
+#: sentences whose token mutual information gp_partial computes at a time
+PARTIAL_BATCH = 256
 
 
-def _fit(model, X, y):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return model.fit(X, y)
+# -------------------------------------------------------------------- data
+def load(max_sentences=None, max_test=None):
+    """``(X_pool, y_pool, X_test, y_test)``: feature dicts and label lists of
+    the first ``max_sentences`` training and ``max_test`` test sentences."""
+    home = Path(get_data_home())
+    train, test = (read_columns(home / f) for f in TASKS["conll2000"])
+    return (*featurize(train[:max_sentences]), *featurize(test[:max_test]))
 
 
-def _pick(scores, pool, k):
-    """The ``k`` pool positions with the largest scores (ties: lower position)."""
-    order = np.lexsort((np.asarray(pool), -np.asarray(scores)))
-    return [pool[i] for i in order[:k]]
+def partial_supported():
+    """Whether ``fit`` of both taggers accepts ``None`` (unknown) labels."""
+    from skgpstruct import GPStructTagger, RandomizedCRFTagger
 
-
-def _mutual_information(gp, X, per="sequence", n_paths=1):
-    return np.asarray(gp.predict_uncertainty(X, kind="mutual_information", per=per,
-                                             n_paths=n_paths),
-                      dtype=np.float64)
-
-
-def _pick_batch_mi(gp, X, pool, k):
-    """``gp_mi_batch``: ``k`` pool positions picked one at a time, each the
-    largest mutual information under the posterior shrunk by the picks
-    before it (hallucinated labels, see the module docstring)."""
-    g = copy.copy(gp)  # a shallow copy: only coef_var_ is replaced
-    g.coef_var_ = gp.coef_var_.copy()
-    n_features = gp.n_features_in_
-    rows = [sp.csr_matrix(x, dtype=np.float64) for x in X]
-    cols = [set(r.indices) for r in rows]
-    scores = _mutual_information(g, X)
-    left, picked = list(range(len(X))), []
-    for _ in range(k):
-        sub = np.asarray(left)
-        i = int(sub[np.lexsort((np.asarray(pool)[sub], -scores[sub]))[0]])
-        picked.append(i)
-        left.remove(i)
-        marg = g.predict_marginals([X[i]])[0]
-        # Gauss-Newton curvature of the sentence's log-likelihood in each
-        # weight (V, n_features), in the cold posterior's units
-        curv = np.asarray(rows[i].multiply(rows[i]).T @ (marg * (1.0 - marg))).T
-        var = g.coef_var_[:, :n_features]
-        g.coef_var_[:, :n_features] = var / (1.0 + var * curv / gp.temperature_)
-        shared = [j for j in left if cols[j] & cols[i]]
-        if shared:
-            scores[shared] = _mutual_information(g, [X[j] for j in shared])
-    return [pool[i] for i in picked]
-
-
-def _with_prior_for_unseen(gp):
-    """A shallow copy of a weight-space ``gp`` whose weights of the features
-    never active in its training set have their prior variance (the cold
-    posterior's, ``temperature_ * sigma^2``, the units of ``coef_var_``)
-    instead of none: the exact posterior of a weight its likelihood never
-    touched is its prior."""
-    g = copy.copy(gp)
-    # those of predict_information_gain
-    g.coef_var_ = weight_variances(gp._predictive().posterior)
-    return g
-
-
-def _density(X):
-    """Mean cosine similarity of each sentence's bag of features to those of
-    all of ``X`` (information density, Settles and Craven 2008)."""
-    bags = normalize(sp.vstack([sp.csr_matrix(sp.csr_matrix(x).sum(axis=0)) for x in X]))
-    return np.asarray((bags @ bags.T).mean(axis=1)).ravel()
-
-
-def _n_paths(text):
-    """``--n-paths``: a positive integer or ``auto``."""
-    return text if text == "auto" else int(text)
-
-
-def _pick_power(scores, pool, k, rng, beta=1.0):
-    """``k`` pool positions drawn without replacement with probabilities
-    proportional to ``scores ** beta``: the ``k`` largest of ``beta log
-    score`` plus standard Gumbel noise (zero scores only after every
-    positive one; ties by pool position)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    with np.errstate(divide="ignore"):
-        keys = beta * np.log(scores) + rng.gumbel(size=scores.shape)
-    return _pick(keys, pool, k)
-
-
-def _acquire(strategy, gp, crf, X, pool, k, n_paths=1, rng=None):
-    """The ``k`` pool positions a model-based ``strategy`` asks for."""
-    if strategy == "crf_entropy":
-        return _pick(crf.predict_uncertainty(X, kind="entropy", per="sequence"), pool, k)
-    if strategy == "gp_mi":
-        return _pick(_mutual_information(gp, X, per="path", n_paths=n_paths), pool, k)
-    if strategy == "gp_mi_prior":
-        return _pick(_mutual_information(_with_prior_for_unseen(gp), X, per="path",
-                                         n_paths=n_paths), pool, k)
-    if strategy == "gp_epig":
-        return _pick(gp.predict_information_gain(X), pool, k)
-    if strategy == "gp_mi_power":
-        return _pick_power(_mutual_information(gp, X, per="path", n_paths=n_paths), pool, k, rng)
-    if strategy == "gp_mi_tokens":
-        return _pick(_mutual_information(gp, X), pool, k)
-    if strategy == "gp_mi_density":
-        return _pick(_mutual_information(gp, X) * _density(X), pool, k)
-    if strategy == "gp_mi_batch":
-        return _pick_batch_mi(gp, X, pool, k)
-    raise ValueError(f"unknown strategy {strategy!r}")
-
-
-def run_fold(data, fold, args, seed=None):
-    """Error curves of every strategy and model on one fold; ``seed`` (the
-    fold when None) draws the starting sentences and the random order and
-    seeds the models."""
-    seed = fold if seed is None else seed
-    _with_repeats(args.cv_repeats)  # in the worker: a process of its own under n_jobs
-    X_pool, y_pool, X_te, y_te = data
-    n_pool = len(X_pool)
-    rng = np.random.RandomState(seed)
-    perm = list(rng.permutation(n_pool))
-    sizes = list(range(args.start, min(args.budget, n_pool) + 1, args.step))
-    curves = {}
-    for strategy in args.strategies:
-        labelled = perm[: args.start]
-        curve = {m: [] for m in args.models}
-        t0 = time.perf_counter()
-        for size in sizes:
-            X_l = [X_pool[i] for i in labelled]
-            y_l = [y_pool[i] for i in labelled]
-            gp = crf = None
-            if "GPStructTagger" in args.models or strategy.startswith("gp_"):
-                gp = _fit(GPStructTagger(random_state=seed), X_l, y_l)
-            if "RandomizedCRFTagger" in args.models or strategy == "crf_entropy":
-                crf = _fit(RandomizedCRFTagger(n_top=None, c2=args.c2, random_state=seed),
-                           X_l, y_l)
-            for name, model in (("GPStructTagger", gp), ("RandomizedCRFTagger", crf)):
-                if name in args.models:
-                    curve[name].append(_error(model, X_te, y_te))
-            if size == sizes[-1]:
-                break
-            pool = [i for i in range(n_pool) if i not in set(labelled)]
-            k = min(args.step, len(pool))
-            if strategy == "random":
-                new = perm[len(labelled): len(labelled) + k]
-            else:
-                acq = gp
-                if args.acquisition_seed and gp is not None:  # scores' draws only
-                    acq = copy.copy(gp)
-                    acq.predict_seed_ = gp.predict_seed_ + args.acquisition_seed
-                new = _acquire(strategy, acq, crf, [X_pool[i] for i in pool], pool, k,
-                               n_paths=args.n_paths,
-                               rng=np.random.default_rng([seed, len(labelled)]))
-            labelled = labelled + list(new)
-        curves[strategy] = curve
-        first = args.models[0]
-        print(f"fold {fold} seed {seed} {strategy:13s} {first} "
-              + " ".join(f"{e:.2f}" for e in curve[first])
-              + f"  ({time.perf_counter() - t0:.0f} s)", flush=True)
-    return sizes, curves
-
-
-def _load(args):
-    """``fold -> (X_pool, y_pool, X_test, y_test)`` and the task's title."""
-    if args.task == "basenp":
-        b = load_benchmark("basenp", features="gpstruct")
-        return (lambda fold: _fold_data(b, *b.folds[fold])), "basenp (papers' features)"
-    from ud_morph import featurize, load_split
-
-    data = load_split("upos", quick=False)
-    data["train"] = tuple(part[: args.pool] for part in data["train"])
-    feats, _ = featurize(data)  # WordFeatures fitted on the pool's words
-    y = {split: [np.asarray(t) for t in data[split][1]] for split in data}
-    fixed = (feats["train"], y["train"], feats["test"], y["test"])
-    return (lambda fold: fixed), f"UD Hungarian-Szeged UPOS (pool: {args.pool} sentences)"
-
-
-def _reach(sizes, curve, target):
-    """The first size whose error is at most ``target`` (None: never)."""
-    for size, err in zip(sizes, curve):
-        if err <= target + 1e-12:
-            return size
-    return None
-
-
-def _paired_note(sizes, per_fold, strategies):
-    """Per model-based strategy and size, the paired difference of the GP's
-    error to its error after ``sizes[-1]`` random sentences in the same run
-    (fold and seed), as mean +- standard error over the runs: the noise of
-    the "reaches at" comparison."""
-    parts = []
-    for s in strategies:
-        if s == "random":
-            continue
-        diff = np.array([np.asarray(c[s]["GPStructTagger"])
-                         - c["random"]["GPStructTagger"][-1] for c in per_fold.values()])
-        se = (diff.std(axis=0, ddof=1) / np.sqrt(len(diff)) if len(diff) > 1
-              else np.full(diff.shape[1], np.nan))
-        parts.append(f"{s}: " + ", ".join(
-            f"{n} {m:+.2f} +- {e:.2f}" for n, m, e in zip(sizes, diff.mean(axis=0), se)))
-    return (f"GPStructTagger's error minus its error after {sizes[-1]} random sentences "
-            f"in the same run, by labelled sentences (mean +- standard error over the "
-            f"{len(per_fold)} runs): " + "; ".join(parts) + ".")
-
-
-def _plot(sizes, means, stds, path, strategies, models):
+    X0 = np.eye(3)
+    y0 = [["a", None, "b"], ["a", "b", "b"]]
     try:
-        import matplotlib
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            GPStructTagger(kernel_variance=1.0, temperature=0.5, max_iter=1,
+                           n_predict_samples=8).fit([X0, X0], y0)
+            RandomizedCRFTagger(max_iter=1).fit([X0, X0], y0)
+    except (ValueError, TypeError):
+        return False
+    return True
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib not installed (the 'plot' extra): no figure written.")
-        return
-    fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 4), sharey=True,
-                             squeeze=False)
-    axes = axes[0]
-    for ax, model in zip(axes, models):
-        for strategy in strategies:
-            m, s = np.array(means[strategy][model]), np.array(stds[strategy][model])
-            ax.plot(sizes, m, marker="o", label=strategy)
-            ax.fill_between(sizes, m - s, m + s, alpha=0.2)
-        ax.set_title(f"test error of {model}")
-        ax.set_xlabel("labelled sentences")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("token error % (mean +- std over folds)")
-    axes[0].legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    print(f"figure: {path}")
+
+def make(tagger, seed, n_jobs, c2):
+    """A fresh pipeline of ``tagger`` (see the module docstring)."""
+    if tagger == GP:
+        return make_gp(n_jobs).set_params(gp__random_state=seed)
+    return make_crf_l2(n_jobs, MAX_ITER, c2=c2)
+
+
+def labelled_set(X, y, masks):
+    """The sentences with a labelled token; unlabelled tokens' labels None."""
+    Xl, yl = [], []
+    for x, labels, m in zip(X, y, masks):
+        if m.any():
+            Xl.append(x)
+            yl.append(list(labels) if m.all()
+                      else [lab if k else None for lab, k in zip(labels, m)])
+    return Xl, yl
+
+
+def fit_score(pipe, Xl, yl, Xt, yt):
+    """Fit, then test chunk F1 and token error (%) and the fit's seconds."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_iter reached, sequences skipped
+        start = time.perf_counter()
+        pipe.fit(Xl, yl)
+        fit_s = time.perf_counter() - start
+    pred = pipe.predict(Xt)
+    return {"F1": 100 * chunk_f1_score(yt, pred),
+            "token error": 100 * (1 - flat_accuracy_score(yt, pred)), "fit s": fit_s}
+
+
+def full_pool(data, n_jobs, c2):
+    """Each tagger fitted on the whole pool (GP ``random_state=0``)."""
+    Xp, yp, Xt, yt = data
+    out = {}
+    for tagger in (GP, CRF):
+        out[tagger] = fit_score(make(tagger, 0, n_jobs, c2), Xp, yp, Xt, yt)
+        print(f"full pool {tagger}: F1 {out[tagger]['F1']:.2f} "
+              f"({out[tagger]['fit s']:.0f} s)", flush=True)
+    return out
+
+
+# ----------------------------------------------------------- acquisition
+def _chunked(fn, F):
+    """``fn`` over chunks of :data:`SCORE_CHUNK` sequences, concatenated."""
+    out = []
+    for s in range(0, len(F), SCORE_CHUNK):
+        out.extend(fn(F[s:s + SCORE_CHUNK]))
+    return out
+
+
+def known_constraint(y, mask):
+    """``allowed=`` entry of a sentence: its annotated labels forced, the
+    others free (None when nothing is annotated)."""
+    return None if not mask.any() else [lab if k else None for lab, k in zip(y, mask)]
+
+
+def sentence_scores(strategy, pipe, X_cand, X_target=None, allowed=None):
+    """Each candidate's score under ``strategy`` (larger: acquired first);
+    ``allowed``: the candidates' annotated labels (gp_partial), the score
+    given them."""
+    F = pipe[:-1].transform(X_cand)
+    tagger = pipe[-1]
+    if strategy == "crf_mnlp":
+        logp = np.asarray(_chunked(lambda f: tagger.predict_path_proba(f, log=True), F))
+        return -logp / np.array([len(x) for x in X_cand])
+    if strategy == "crf_entropy":
+        fn = (lambda f: tagger.predict_uncertainty(f, kind="entropy", per="sequence"))
+    elif strategy == "gp_bald":
+        fn = (lambda f: tagger.predict_uncertainty(f, kind="mutual_information",
+                                                   per="path"))
+    elif strategy == "gp_partial":  # given the labels already annotated
+        out = []
+        for s in range(0, len(F), SCORE_CHUNK):
+            out.extend(tagger.predict_uncertainty(
+                F[s:s + SCORE_CHUNK], kind="mutual_information", per="path",
+                allowed=allowed[s:s + SCORE_CHUNK]))
+        return np.asarray(out, dtype=np.float64)
+    elif strategy == "gp_epig":
+        Ft = pipe[:-1].transform(X_target)
+        fn = (lambda f: tagger.predict_information_gain(f, Ft))
+    else:
+        raise ValueError(f"unknown strategy {strategy!r}")
+    return np.asarray(_chunked(fn, F), dtype=np.float64)
+
+
+def _top_tokens(mi, free, fraction):
+    """Mask of the ``ceil(fraction * free.sum())`` (at least 1) free tokens
+    with the largest ``mi`` (ties: earlier token)."""
+    k = max(1, math.ceil(fraction * int(free.sum())))
+    idx = np.flatnonzero(free)
+    order = idx[np.lexsort((idx, -np.asarray(mi)[idx]))][:k]
+    new = np.zeros_like(free)
+    new[order] = True
+    return new
+
+
+def acquire(order, masks, target, partial=None):
+    """Label along ``order`` (pool positions, best first) until ``target``
+    tokens are annotated: whole sentences, or with ``partial = (pipe, X,
+    fraction, y)`` the top-mutual-information tokens of each (:func:`_top_tokens`;
+    the token mutual information given the sentence's annotated labels,
+    computed :data:`PARTIAL_BATCH` sentences at a time). Changes ``masks``."""
+    total = sum(int(m.sum()) for m in masks)
+    step = PARTIAL_BATCH if partial else max(len(order), 1)
+    for start in range(0, len(order), step):
+        if total >= target:
+            return
+        batch, mis = order[start:start + step], None
+        if partial:
+            pipe, X, fraction, y = partial
+            F = pipe[:-1].transform([X[i] for i in batch])
+            mis = pipe[-1].predict_uncertainty(
+                F, kind="mutual_information", per="token",
+                allowed=[known_constraint(y[i], masks[i]) for i in batch])
+        for j, i in enumerate(batch):
+            if total >= target:
+                return
+            new = ~masks[i] if mis is None else _top_tokens(mis[j], ~masks[i], fraction)
+            masks[i] |= new
+            total += int(new.sum())
+
+
+def next_order(strategy, pipes, data, masks, perm, seed, args):
+    """The candidates (pool positions with an unlabelled token), best first."""
+    X = data[0]
+    cand = np.array([i for i in range(len(X)) if not masks[i].all()], dtype=np.int64)
+    if strategy == "random":
+        return [int(i) for i in perm if not masks[i].all()]
+    target = None
+    if strategy == "gp_epig":
+        rng = np.random.default_rng([seed, 1])
+        pick = rng.choice(len(X), size=min(args.epig_target, len(X)), replace=False)
+        target = [X[i] for i in sorted(pick)]
+    allowed = ([known_constraint(data[1][i], masks[i]) for i in cand]
+               if strategy == "gp_partial" else None)
+    scores = sentence_scores(strategy, pipes[TAGGERS[strategy][0]], [X[i] for i in cand],
+                             target, allowed)
+    return [int(i) for i in cand[np.lexsort((cand, -scores))]]
+
+
+def start_masks(lengths, perm, target):
+    """Whole sentences along ``perm`` until ``target`` tokens: all strategies'
+    starting labelled set."""
+    masks = [np.zeros(n, dtype=bool) for n in lengths]
+    total = 0
+    for i in perm:
+        if total >= target:
+            break
+        masks[i][:] = True
+        total += lengths[i]
+    return masks
+
+
+def run_strategy(strategy, data, seed, args):
+    """One strategy's curve on one seed (see the module docstring)."""
+    X, y, Xt, yt = data
+    lengths = [len(s) for s in y]
+    n_tokens = sum(lengths)
+    perm = np.random.default_rng(seed).permutation(len(X))
+    masks = start_masks(lengths, perm, args.budgets[0] * n_tokens)
+    curve = {"tokens": [], "sentences": [], "fit s": [], "acquire s": [],
+             **{t: {"F1": [], "token error": []} for t in TAGGERS[strategy]}}
+    start = time.perf_counter()
+    for r in range(len(args.budgets)):
+        Xl, yl = labelled_set(X, y, masks)
+        pipes, fit_s = {}, 0.0
+        for tagger in TAGGERS[strategy]:
+            pipes[tagger] = make(tagger, seed, args.n_jobs, args.c2)
+            scores = fit_score(pipes[tagger], Xl, yl, Xt, yt)
+            fit_s += scores.pop("fit s")
+            for k, v in scores.items():
+                curve[tagger][k].append(v)
+        curve["tokens"].append(int(sum(int(m.sum()) for m in masks)))
+        curve["sentences"].append(len(Xl))
+        curve["fit s"].append(fit_s)
+        first = TAGGERS[strategy][0]
+        print(f"seed {seed} {strategy:11s} {curve['tokens'][-1] / n_tokens:6.2%} "
+              f"{first} F1 {curve[first]['F1'][-1]:.2f} (fit {fit_s:.0f} s)", flush=True)
+        if r + 1 == len(args.budgets):
+            break
+        t0 = time.perf_counter()
+        order = next_order(strategy, pipes, data, masks, perm, seed, args)
+        partial = ((pipes[GP], X, args.partial_fraction, y) if strategy == "gp_partial"
+                   else None)
+        acquire(order, masks, args.budgets[r + 1] * n_tokens, partial)
+        curve["acquire s"].append(time.perf_counter() - t0)
+    curve["seconds"] = time.perf_counter() - start
+    return curve
+
+
+# ----------------------------------------------------------------- storage
+def settings(args, data):
+    """What a section's seeds must share."""
+    return {"budgets": list(args.budgets), "max_sentences": args.max_sentences,
+            "max_test": args.max_test, "c2": args.c2,
+            "partial_fraction": args.partial_fraction, "epig_target": args.epig_target,
+            "pool_sentences": len(data[1]), "pool_tokens": sum(len(s) for s in data[1]),
+            "test_sentences": len(data[3])}
+
+
+def stored_section(section):
+    """The section's payload, or an empty one."""
+    return read_results(SCRIPT)["sections"].get(section, {})
+
+
+def save(section, config, full, runs, fresh=False):
+    """Merge ``runs`` into the stored section (read again just before, so
+    that invocations running side by side keep each other's seeds; none
+    with ``fresh``) and rewrite it with the report."""
+    stored = {} if fresh else stored_section(section)
+    merged = stored.get("runs", {}) if stored.get("settings") == config else {}
+    for seed, strategies in runs.items():
+        merged.setdefault(seed, {}).update(strategies)
+    payload = {"settings": config, "full_pool": full, "runs": merged,
+               "machine": machine_info()}
+    report(SCRIPT, section, payload, plot_path(SCRIPT, section))
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", nargs="+", type=int, default=[],
+                        help="seeds to run and add to the section")
+    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES),
+                        choices=STRATEGIES + OPTIONAL)
+    parser.add_argument("--budgets", nargs="+", type=float, default=list(BUDGETS),
+                        help="annotated fractions of the pool's tokens, increasing")
+    parser.add_argument("--c2", type=float, default=CRF_C2, help="the CRF's L2 penalty")
+    parser.add_argument("--partial-fraction", type=float, default=PARTIAL_FRACTION,
+                        help="gp_partial: share of a chosen sentence's unlabelled tokens "
+                             "labelled")
+    parser.add_argument("--epig-target", type=int, default=EPIG_TARGET,
+                        help="gp_epig: pool sentences whose tokens are the target")
+    parser.add_argument("--max-sentences", type=int, default=None,
+                        help="first N training sentences as the pool (a smoke run)")
+    parser.add_argument("--max-test", type=int, default=None,
+                        help="first N test sentences (a smoke run)")
+    parser.add_argument("--n-jobs", type=int, default=2, help="threads of the fits")
+    parser.add_argument("--full-pool", action="store_true",
+                        help="(re)compute the full-pool F1 of both taggers")
+    parser.add_argument("--report", action="store_true",
+                        help="only re-render the report from the stored seeds")
+    parser.add_argument("--fresh", action="store_true",
+                        help="drop the section's stored seeds and full-pool F1 first")
+    add_name_argument(parser, SCRIPT)
+    args = parser.parse_args(argv)
+    if any(b <= 0 or b > 1 for b in args.budgets) or args.budgets != sorted(args.budgets):
+        parser.error("--budgets: increasing fractions in (0, 1]")
+    if not (args.seeds or args.full_pool or args.report):
+        parser.error("nothing to do: give --seeds, --full-pool or --report")
+    return args
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--folds", nargs="+", type=int, default=[0, 1, 2, 3, 4])
-    parser.add_argument("--start", type=int, default=10)
-    parser.add_argument("--step", type=int, default=10)
-    parser.add_argument("--budget", type=int, default=100)
-    parser.add_argument("--c2", type=float, default=1.0,
-                        help="L2 of the RandomizedCRFTagger (crfsuite's best c2 on basenp)")
-    parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES),
-                        choices=STRATEGIES + EXTRA_STRATEGIES)
-    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
-    parser.add_argument("--task", default="basenp", choices=("basenp", "ud_upos"))
-    parser.add_argument("--pool", type=int, default=300,
-                        help="ud_upos: the pool's size (the first training sentences)")
-    parser.add_argument("--n-jobs", type=int, default=1,
-                        help="folds run in parallel processes")
-    parser.add_argument("--repeats", type=int, default=1,
-                        help="runs per fold, seeded fold + 1000 r (r = 0: the fold's own)")
-    parser.add_argument("--cv-repeats", type=int, default=1,
-                        help="shuffled splits of the GP's validation inside fit "
-                             "(n_repeats of cv_prior_variance and cv_posterior)")
-    parser.add_argument("--n-paths", type=_n_paths, default=1,
-                        help="paths per posterior draw of gp_mi's path mutual "
-                             "information (predict_uncertainty's n_paths: an integer or auto)")
-    parser.add_argument("--acquisition-seed", type=int, default=0,
-                        help="added to the fitted GP's predict_seed_ for the acquisition "
-                             "scores only (their Monte Carlo draws; the fits, the test "
-                             "errors and the random arm are unchanged)")
-    parser.add_argument("--quick", action="store_true")
-    add_name_argument(parser, "active_learning")
-    args = parser.parse_args(argv)
-    section = section_key("active_learning", args.name)  # a bad name fails now, not at the end
-    if args.quick:
-        args.folds, args.budget = [0], 40
-    if "GPStructTagger" not in args.models:
-        parser.error("--models must include GPStructTagger (the curves compared)")
-    fold_data, title = _load(args)
-    # runs in parallel processes (each seeded by its own seed: the same numbers)
-    keys = [(f, r) for f in args.folds for r in range(args.repeats)]
-    runs = Parallel(n_jobs=args.n_jobs)(
-        delayed(run_fold)(fold_data(f), f, args, f + 1000 * r) for f, r in keys)
-    sizes = runs[0][0]
-    per_fold = {(str(f) if r == 0 else f"{f}.{r}"): curves
-                for (f, r), (_, curves) in zip(keys, runs)}
-    strategies, models = args.strategies, args.models
-    means = {s: {m: np.mean([c[s][m] for c in per_fold.values()], axis=0).tolist()
-                 for m in models} for s in strategies}
-    stds = {s: {m: np.std([c[s][m] for c in per_fold.values()], axis=0).tolist()
-                for m in models} for s in strategies}
-    rows = []
-    for s in strategies:
-        for m in models:
-            row = {"strategy": s, "model": m}
-            row.update({str(n): f"{a:.2f} +- {d:.2f}"
-                        for n, a, d in zip(sizes, means[s][m], stds[s][m])})
-            rows.append(row)
-    over = (f"folds {args.folds}" if args.repeats == 1 else
-            f"{len(per_fold)} runs: folds {args.folds} x {args.repeats} seeds each")
-    notes = [f"Token error % of the test sentences (mean +- std over {over}) "
-             "after each round, by the number of labelled sentences; start "
-             f"{args.start} random, +{args.step} per round; RandomizedCRFTagger exact, "
-             f"c2={args.c2}; GPStructTagger defaults."]
-    target = reach = None
-    if "random" in strategies:
-        target = means["random"]["GPStructTagger"][-1]
-        reach = {s: _reach(sizes, means[s]["GPStructTagger"], target) for s in strategies}
-        notes.append(
-            f"GPStructTagger's error after {sizes[-1]} random sentences: {target:.2f} %. "
-            "Sentences each strategy needs to reach it (mean curves, GPStructTagger): "
-            + ", ".join(f"{s} {reach[s]}" for s in strategies) + ".")
-        print(notes[-1])
-        notes.append(_paired_note(sizes, per_fold, strategies))
-        print(notes[-1])
-    write_results("active_learning", rows, ["strategy", "model"] + [str(n) for n in sizes],
-                  title=f"Active learning on {title}", notes=notes,
-                  extra={"task": args.task, "sizes": sizes, "folds": args.folds,
-                         "repeats": args.repeats, "c2": args.c2, "means": means,
-                         "stds": stds, "target": target, "reach": reach,
-                         "per_fold": per_fold}, section=section)
-    _plot(sizes, means, stds, plot_path("active_learning", section), strategies, models)
+    args = parse_args(argv)
+    section = section_key(SCRIPT, args.name)
+    stored = {} if args.fresh else stored_section(section)
+    if args.report:
+        if not stored:
+            sys.exit(f"no section {section!r} in benchmarks/results/{SCRIPT}.json")
+        report(SCRIPT, section, stored, plot_path(SCRIPT, section))
+        return 0
+    data = load(args.max_sentences, args.max_test)
+    config = settings(args, data)
+    if stored and stored.get("settings") != config:
+        sys.exit(f"section {section!r} was run with other settings "
+                 f"({stored.get('settings')}); use --name or --fresh")
+    strategies = list(args.strategies)
+    if "gp_partial" in strategies and args.seeds and not partial_supported():
+        print("fit does not accept None labels yet: gp_partial skipped", flush=True)
+        strategies.remove("gp_partial")
+    full = stored.get("full_pool")
+    if full is None or args.full_pool:
+        full = full_pool(data, args.n_jobs, args.c2)
+    runs = {}
+    save(section, config, full, runs, args.fresh)  # the full-pool F1 first
+    for seed in args.seeds:
+        for strategy in strategies:
+            curve = run_strategy(strategy, data, seed, args)
+            curve["provenance"] = provenance()
+            runs.setdefault(str(seed), {})[strategy] = curve
+            save(section, config, full, runs)
+    if RUN.get("dirty"):
+        print("note: the working tree had uncommitted changes (see the provenance)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
