@@ -103,8 +103,10 @@ def chain_data():
 
 @pytest.mark.parametrize("make", [lambda: RandomizedCRFTagger(c2=0.1),
                                   lambda: RandomizedCRFTagger(n_top=2, n_sampled=1),
-                                  lambda: GPStructTagger(random_state=0)],
-                         ids=["exact", "randomized", "gp"])
+                                  lambda: GPStructTagger(random_state=0),
+                                  lambda: GPStructTagger(approximation="inducing",
+                                                         n_inducing=20, random_state=0)],
+                         ids=["exact", "randomized", "gp", "gp_inducing"])
 def test_fit_on_partial_labels(make, chain_data):
     X, y = chain_data
     yp = _partial(y, 0.5, 1)
