@@ -13,12 +13,12 @@ import numpy as np
 from _common import format_machine, markdown_table, write_section
 
 GP, CRF = "GPStructTagger", "RandomizedCRFTagger"
-STRATEGIES = ("random", "crf_mnlp", "gp_bald", "gp_partial")
+STRATEGIES = ("random", "crf_mnlp", "gp_bald", "gp_bald_norm", "gp_partial")
 OPTIONAL = ("gp_epig", "crf_entropy")
 #: the tagger(s) each strategy trains (and is scored by)
 TAGGERS = {"random": (GP, CRF), "crf_mnlp": (CRF,), "crf_entropy": (CRF,),
-           "gp_bald": (GP,), "gp_partial": (GP,), "gp_epig": (GP,)}
-GP_STRATEGIES = ("gp_bald", "gp_partial", "gp_epig")
+           "gp_bald": (GP,), "gp_bald_norm": (GP,), "gp_partial": (GP,), "gp_epig": (GP,)}
+GP_STRATEGIES = ("gp_bald", "gp_bald_norm", "gp_partial", "gp_epig")
 #: a strategy's target: this share of its tagger's full-pool F1
 TARGET = 0.99
 MIN_SEEDS = 5

@@ -33,6 +33,10 @@ refitted on the labelled sentences each round. Strategies:
 * ``gp_bald``: the largest mutual information between the label path and the
   GP's posterior (``predict_uncertainty(kind="mutual_information",
   per="path")``);
+* ``gp_bald_norm``: ``gp_bald``'s score divided by the sentence's length,
+  the information per annotated token: the cost is counted in tokens, and
+  the path mutual information grows with the length (as the log-probability
+  that MNLP normalises);
 * ``gp_partial``: token-level partial annotation. Sentences are taken in the
   ``gp_bald`` order (a sentence with some tokens still unlabelled stays a
   candidate); in each, only the ``ceil(--partial-fraction * unlabelled)``
@@ -212,6 +216,10 @@ def sentence_scores(strategy, pipe, X_cand, X_target=None, allowed=None):
     elif strategy == "gp_bald":
         fn = (lambda f: tagger.predict_uncertainty(f, kind="mutual_information",
                                                    per="path"))
+    elif strategy == "gp_bald_norm":  # per annotated token, as MNLP normalises
+        mi = _chunked(lambda f: tagger.predict_uncertainty(
+            f, kind="mutual_information", per="path"), F)
+        return np.asarray(mi, dtype=np.float64) / np.array([len(x) for x in X_cand])
     elif strategy == "gp_partial":  # given the labels already annotated
         out = []
         for s in range(0, len(F), SCORE_CHUNK):
