@@ -18,8 +18,7 @@ the known labels, summing over those it does not know).
 import contextlib
 import re
 
-from .._input.text import _COLUMN_SEP
-from ._common import CLIError, _display, read_input
+from ._common import CLIError, _display, read_columns, read_input
 
 __all__ = ["ANY_LABEL", "allowed_errors", "mark_unknown", "read_allowed"]
 
@@ -30,27 +29,20 @@ _TOKEN_ERROR = re.compile(r"allowed\[(\d+)\]\[(\d+)\] (.*)", re.DOTALL)
 _NOT_A_LABEL = re.compile(r"holds (.*), not a label of classes_", re.DOTALL)
 
 
-def _allowed_sentences(text):
-    """Sentences of an allowed file: per sentence, each line's number and
-    fields; and the number of the file's last line."""
-    sentences, current = [], []
+def _allowed_sentences(text, source):
+    """Sentences of an allowed file (:func:`~._common.read_columns`' layout:
+    per sentence, each line's number and fields; none for a file of blank
+    lines, which :func:`_check_counts` then refuses by the input's count);
+    and the number of the file's last line."""
     lines = text.split("\n")
-    for lineno, line in enumerate(lines, start=1):
-        line = line.strip(" \t")
-        if not line:
-            if current:
-                sentences.append(current)
-                current = []
-            continue
-        current.append((lineno, _COLUMN_SEP.split(line)))
-    if current:
-        sentences.append(current)
-    return sentences, len(lines)
+    if not any(line.strip(" \t") for line in lines):
+        return [], len(lines)
+    return read_columns(text, source), len(lines)
 
 
 def _entry(fields, source, lineno):
     """The ``allowed=`` entry of one line: None, a label or a list of labels."""
-    if fields == [ANY_LABEL]:
+    if fields == (ANY_LABEL,):
         return None
     if ANY_LABEL in fields:
         raise CLIError(f"{source}, line {lineno}: '{ANY_LABEL}' (any label) must stand "
@@ -125,7 +117,7 @@ def read_allowed(path, lengths, *, encoding="utf-8", input_name="the input"):
     >>> os.unlink(f.name)
     """
     source = _display(path)
-    sentences, last_line = _allowed_sentences(read_input(path, encoding))
+    sentences, last_line = _allowed_sentences(read_input(path, encoding), path)
     _check_counts(sentences, list(lengths), source, input_name, last_line)
     allowed = []
     for sentence in sentences:

@@ -209,24 +209,31 @@ def potential_loss_grad(spec, U, data, trans, seeds, backend):
     if spec.exact:
         return _exact_loss_grad(spec, U, data.lengths, data.y_flat, trans, backend)
     partial = partial_sequences(data)
-    if partial.any():
-        full = np.flatnonzero(~partial)
-        rows_p = data.token_index(np.flatnonzero(partial))
-        loss, gU_p, g = _exact_loss_grad(spec, U[rows_p], data.lengths[partial],
-                                         data.y_flat[rows_p], trans, backend)
-        gU = np.empty_like(U)
-        gU[rows_p] = gU_p
-        if full.size:
-            rows_f = data.token_index(full)
-            sub = type(data)(data.X_flat[:0], data.lengths[full], data.y_flat[rows_f])
-            loss_f, gU[rows_f], g_f = potential_loss_grad(spec, U[rows_f], sub, trans,
-                                                         seeds[full], backend)
-            loss += loss_f
-            g = [a + b for a, b in zip(g, g_f)]
-        return loss, gU, g
+    if not partial.any():
+        return _randomized_loss_grad(spec, U, data.lengths, data.y_flat, trans, seeds,
+                                     backend)
+    rows_p = data.token_index(np.flatnonzero(partial))
+    loss, gU_p, g = _exact_loss_grad(spec, U[rows_p], data.lengths[partial],
+                                     data.y_flat[rows_p], trans, backend)
+    gU = np.empty_like(U)
+    gU[rows_p] = gU_p
+    full = np.flatnonzero(~partial)
+    if full.size:
+        rows_f = data.token_index(full)
+        loss_f, gU[rows_f], g_f = _randomized_loss_grad(
+            spec, U[rows_f], data.lengths[full], data.y_flat[rows_f], trans,
+            seeds[full], backend)
+        loss += loss_f
+        g = [a + b for a, b in zip(g, g_f)]
+    return loss, gU, g
+
+
+def _randomized_loss_grad(spec, U, lengths, y_flat, trans, seeds, backend):
+    """Randomized loss of fully labelled sequences, its gradient in ``U``
+    and the transitions' gradient (a list of flat arrays)."""
     chain = trans if spec.transitions == "full" else rdp.LowRankTransitions(*trans)
     losses, gU, g = backend.randomized_loss_grad_ragged(
-        U, data.lengths, data.y_flat, chain, spec.n_top, spec.n_sampled,
+        U, lengths, y_flat, chain, spec.n_top, spec.n_sampled,
         proposal=spec.proposal, seeds=seeds)
     g_trans = [a.ravel() for a in ((g,) if spec.transitions == "full" else g)]
     return float(losses.sum()), gU, g_trans
