@@ -81,6 +81,8 @@ Usage::
     python benchmarks/active_learning.py --seeds 0              # one seed: ~1.5 h, 2 cores
     python benchmarks/active_learning.py --seeds 0 --strategies gp_epig   # optional rows
     python benchmarks/active_learning.py --seeds 1 ...          # up to --seeds 4
+    python benchmarks/active_learning.py --seeds 2 & python benchmarks/active_learning.py --seeds 3
+                                                 # side by side (a lock keeps both)
     python benchmarks/active_learning.py --report               # merge / re-render
     python benchmarks/active_learning.py --seeds 0 --max-sentences 300 \\
         --max-test 200 --n-jobs 1 --name smoke                  # a smoke run
@@ -91,8 +93,10 @@ figure ``active_learning[_SECTION].png`` (F1 against annotated tokens, mean
 """
 
 import argparse
+import contextlib
 import math
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -350,22 +354,45 @@ def settings(args, data):
             "test_sentences": len(data[3])}
 
 
+@contextlib.contextmanager
+def results_lock():
+    """An exclusive lock (where the platform has ``fcntl``) held while an
+    invocation reads, merges and rewrites the results: seeds run side by
+    side (``--seeds 1`` and ``--seeds 2`` at once) neither read a file half
+    written nor drop each other's curves."""
+    path = Path(tempfile.gettempdir()) / f"skgpstruct-benchmark-{SCRIPT}.lock"
+    with open(path, "a+", encoding="utf-8") as handle:
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover (Windows: no lock)
+            yield
+            return
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def stored_section(section):
     """The section's payload, or an empty one."""
-    return read_results(SCRIPT)["sections"].get(section, {})
+    with results_lock():
+        return read_results(SCRIPT)["sections"].get(section, {})
 
 
 def save(section, config, full, runs, fresh=False):
-    """Merge ``runs`` into the stored section (read again just before, so
-    that invocations running side by side keep each other's seeds; none
-    with ``fresh``) and rewrite it with the report."""
-    stored = {} if fresh else stored_section(section)
-    merged = stored.get("runs", {}) if stored.get("settings") == config else {}
-    for seed, strategies in runs.items():
-        merged.setdefault(seed, {}).update(strategies)
-    payload = {"settings": config, "full_pool": full, "runs": merged,
-               "machine": machine_info()}
-    report(SCRIPT, section, payload, plot_path(SCRIPT, section))
+    """Merge ``runs`` into the stored section (read again under
+    :func:`results_lock`, so that invocations running side by side keep
+    each other's seeds; none with ``fresh``) and rewrite it with the
+    report."""
+    with results_lock():
+        stored = {} if fresh else read_results(SCRIPT)["sections"].get(section, {})
+        merged = stored.get("runs", {}) if stored.get("settings") == config else {}
+        for seed, strategies in runs.items():
+            merged.setdefault(seed, {}).update(strategies)
+        payload = {"settings": config, "full_pool": full, "runs": merged,
+                   "machine": machine_info()}
+        report(SCRIPT, section, payload, plot_path(SCRIPT, section))
 
 
 def parse_args(argv):
