@@ -106,8 +106,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _active_learning_report import (CRF, GP, OPTIONAL, STRATEGIES, TAGGERS,  # noqa: E402
                                      report)
-from _common import (RUN, add_name_argument, machine_info, plot_path,  # noqa: E402
-                     provenance, read_results, section_key)
+from _common import (RUN, _locked, add_name_argument, machine_info,  # noqa: E402
+                     plot_path, provenance, read_results, section_key)
 from _conll import TASKS, read_columns  # noqa: E402
 from _standard_gp import MAX_ITER, featurize, make_crf_l2, make_gp  # noqa: E402
 
@@ -356,22 +356,13 @@ def settings(args, data):
 
 @contextlib.contextmanager
 def results_lock():
-    """An exclusive lock (where the platform has ``fcntl``) held while an
-    invocation reads, merges and rewrites the results: seeds run side by
-    side (``--seeds 1`` and ``--seeds 2`` at once) neither read a file half
-    written nor drop each other's curves."""
-    path = Path(tempfile.gettempdir()) / f"skgpstruct-benchmark-{SCRIPT}.lock"
-    with open(path, "a+", encoding="utf-8") as handle:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover (Windows: no lock)
-            yield
-            return
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    """An exclusive lock (``_common._locked``'s, on a lock file of its own:
+    ``write_section`` takes the json's) held while an invocation reads,
+    merges and rewrites the results: seeds run side by side (``--seeds 1``
+    and ``--seeds 2`` at once) neither read a file half written nor drop
+    each other's curves."""
+    with _locked(Path(tempfile.gettempdir()) / f"skgpstruct-benchmark-{SCRIPT}.lock"):
+        yield
 
 
 def stored_section(section):
