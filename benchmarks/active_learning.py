@@ -93,7 +93,6 @@ figure ``active_learning[_SECTION].png`` (F1 against annotated tokens, mean
 """
 
 import argparse
-import contextlib
 import math
 import sys
 import tempfile
@@ -354,15 +353,13 @@ def settings(args, data):
             "test_sentences": len(data[3])}
 
 
-@contextlib.contextmanager
 def results_lock():
-    """An exclusive lock (``_common._locked``'s, on a lock file of its own:
-    ``write_section`` takes the json's) held while an invocation reads,
-    merges and rewrites the results: seeds run side by side (``--seeds 1``
-    and ``--seeds 2`` at once) neither read a file half written nor drop
-    each other's curves."""
-    with _locked(Path(tempfile.gettempdir()) / f"skgpstruct-benchmark-{SCRIPT}.lock"):
-        yield
+    """An exclusive lock (``_common._locked``'s handle, on a lock file of its
+    own: ``write_section`` takes the json's; closing it releases the lock),
+    held while an invocation reads, merges and rewrites the results: seeds
+    run side by side (``--seeds 1`` and ``--seeds 2`` at once) neither read
+    a file half written nor drop each other's curves."""
+    return _locked(Path(tempfile.gettempdir()) / f"skgpstruct-benchmark-{SCRIPT}.lock")
 
 
 def stored_section(section):
